@@ -1,0 +1,40 @@
+"""Live training monitor for MindSpore and MindFormers.
+
+``from monitor_cb import LiveMonitor`` adds the callback to ``Model.train``;
+``MetricsWriter`` serves custom training loops. MindSpore is imported only when
+a MindSpore-specific name is first used, so the dashboard and the reading side
+never pay for ``import mindspore``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from monitor_cb.record import SCHEMA_VERSION
+from monitor_cb.writer import MetricsWriter, MonitorWarning
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; these modules import MindSpore.
+_LAZY = {
+    "LiveMonitor": "monitor_cb.callback",
+    "TrainOneStepWithGradNorm": "monitor_cb.cells",
+    "global_grad_norm": "monitor_cb.cells",
+}
+
+__all__ = ["SCHEMA_VERSION", "LiveMonitor", "MetricsWriter", "MonitorWarning", "TrainOneStepWithGradNorm", "global_grad_norm"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from monitor_cb.callback import LiveMonitor
+    from monitor_cb.cells import TrainOneStepWithGradNorm, global_grad_norm
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'monitor_cb' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

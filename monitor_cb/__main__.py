@@ -1,0 +1,5 @@
+import sys
+
+from monitor_cb.cli import main
+
+sys.exit(main())

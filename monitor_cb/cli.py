@@ -1,0 +1,38 @@
+"""``python -m monitor_cb COMMAND``: the command-line entry point.
+
+Each command lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; modules are imported only when their command runs, so
+``summary`` never imports MindSpore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("monitor_cb.demo", "train the small Transformer on random data with LiveMonitor (real MindSpore)"),
+    "summary": ("monitor_cb.ingest.commands_summary", "print a run's status, steps and last values"),
+    "export": ("monitor_cb.ingest.commands_export", "write a run's merged metrics as CSV or Parquet"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m monitor_cb", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,382 @@
+"""Append metrics records to a JSONL file without ever hurting the training loop.
+
+``MetricsWriter.log()`` only puts a dict on a bounded queue (about a
+microsecond). A daemon thread encodes, appends complete lines with one
+``write()`` per batch, fsyncs periodically and keeps the run metadata file up to
+date. A full disk, an unwritable directory, a FIFO in place of the file or a
+hung filesystem each produce one warning; training goes on and the number of
+dropped records is counted and written to the metadata when possible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import queue
+import socket
+import stat
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from monitor_cb.record import (
+    DEFAULT_STEM,
+    METRICS_SUFFIX,
+    RESERVED_KEYS,
+    SCHEMA_VERSION,
+    encode_record,
+    encode_value,
+    meta_path_for,
+    metrics_filename,
+)
+
+try:  # orjson is ~15x faster than json.dumps; values are pre-encoded so NaN never becomes null
+    import orjson
+
+    def _dumps_line(record: dict[str, Any]) -> bytes:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+except ImportError:  # pragma: no cover - orjson is a pinned dependency
+
+    def _dumps_line(record: dict[str, Any]) -> bytes:
+        return (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+
+FINAL_STATUSES = ("finished", "failed", "stopped")
+_STOP = object()
+
+
+class MonitorWarning(UserWarning):
+    """A soft problem in the monitor (I/O failure, dropped records); training continues."""
+
+
+def detect_rank() -> tuple[int, int]:
+    """Rank and world size from the launcher's environment, (0, 1) when not distributed."""
+    env = os.environ
+    rank = env.get("RANK_ID") or env.get("RANK") or env.get("OMPI_COMM_WORLD_RANK") or "0"
+    size = env.get("RANK_SIZE") or env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE") or "1"
+    try:
+        return max(int(rank), 0), max(int(size), 1)
+    except ValueError:
+        return 0, 1
+
+
+def resolve_metrics_path(
+    log_dir: str | os.PathLike[str] | None,
+    log_file: str | os.PathLike[str] | None,
+    rank: int,
+    world_size: int,
+) -> Path:
+    """Where this rank writes.
+
+    ``log_dir`` names a run directory (``logs/exp001``); ``log_file`` names a file
+    (the origin article's ``logs/exp001/metrics.jsonl``). With several ranks each
+    rank gets its own file beside the named one, never a shared file.
+    """
+    if log_file is not None:
+        path = Path(log_file)
+        stem = path.name[: -len(METRICS_SUFFIX)] if path.name.endswith(METRICS_SUFFIX) else path.stem
+        return path.with_name(metrics_filename(rank, world_size, stem or DEFAULT_STEM))
+    if log_dir is None:
+        raise ValueError("give a run directory (log_dir='logs/exp001') or a file (log_file=...)")
+    return Path(log_dir) / metrics_filename(rank, world_size)
+
+
+class MetricsWriter:
+    """Append-only writer for one rank's metrics stream plus its metadata file.
+
+    Args:
+        log_dir: run directory, created if missing (``logs/exp001``).
+        log_file: alternative to ``log_dir``: the metrics file itself.
+        rank: this process's rank; default from the launcher's environment.
+        world_size: number of ranks; default from the launcher's environment.
+        config: hyperparameters to store in the run metadata.
+        run_name: display name; default is the run directory's name.
+        queue_size: records held while the disk is slow; beyond it records are dropped.
+        fsync_interval: seconds between ``fsync`` calls (0 disables).
+        extra_meta: further metadata fields (versions, command line overrides, ...).
+
+    Example:
+        >>> writer = MetricsWriter("logs/exp002", config={"lr": 1e-3})
+        >>> writer.log(step=1, loss=2.3, lr=1e-3)
+        >>> writer.close()
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        log_file: str | os.PathLike[str] | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        config: Mapping[str, Any] | None = None,
+        run_name: str | None = None,
+        queue_size: int = 10_000,
+        fsync_interval: float = 2.0,
+        extra_meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        if queue_size < 1:
+            raise ValueError(f"queue_size must be >= 1, got {queue_size}")
+        env_rank, env_size = detect_rank()
+        self.rank = env_rank if rank is None else int(rank)
+        self.world_size = env_size if world_size is None else int(world_size)
+        self.path = resolve_metrics_path(log_dir, log_file, self.rank, self.world_size)
+        self.meta_path = meta_path_for(self.path)
+        self.dropped = 0
+        self.written = 0
+        self._fsync_interval = fsync_interval
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._warned: set[str] = set()
+        self._closed = False
+        self._fd: int | None = None
+        self._torn = False
+        self._meta = self._initial_meta(config, run_name, extra_meta)
+        self.segment = self._meta["segment"]
+        self._thread = threading.Thread(target=self._run, name=f"monitor-writer-{self.rank}", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- public API
+    def log(self, step: int | None = None, **metrics: Any) -> None:
+        """Queue one record; never blocks and never raises into the caller."""
+        self.log_dict(metrics, step=step)
+
+    def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Queue one record from a mapping (keys may contain characters kwargs cannot)."""
+        if self._closed:
+            self._warn_once("closed", f"MetricsWriter for {self.path} is closed; record dropped")
+            self.dropped += 1
+            return
+        bad = RESERVED_KEYS.intersection(metrics)
+        if bad:
+            raise ValueError(f"metric names {sorted(bad)} are reserved by the record format")
+        record: dict[str, Any] = {"step": step, "t": time.time(), "rank": self.rank, "seg": self.segment}
+        if step is None:
+            del record["step"]
+        record.update(metrics)
+        self._put(("rec", record))
+
+    def update_meta(self, **fields: Any) -> None:
+        """Merge fields into the run metadata (written off the calling thread)."""
+        self._put(("meta", fields))
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything queued so far is on disk; False on timeout."""
+        done = threading.Event()
+        if not self._put(("flush", done)):
+            return False
+        return done.wait(timeout)
+
+    def close(self, status: str = "finished", reason: str | None = None, timeout: float = 5.0) -> None:
+        """Write the final status and stop the writer thread.
+
+        Waits at most ``timeout`` seconds so a hung filesystem cannot hang the end
+        of training; anything still queued then is counted as dropped.
+        """
+        if self._closed:
+            return
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"status must be one of {FINAL_STATUSES}, got {status!r}")
+        self._closed = True
+        final = {"status": status, "end_time": time.time(), "reason": reason}
+        try:
+            self._queue.put(("meta", final), timeout=timeout)
+            self._queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.dropped += self._queue.qsize()
+            self._warn_once("hung", f"metrics writer for {self.path} did not finish in {timeout}s")
+
+    def __enter__(self) -> MetricsWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close("finished")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close("stopped", reason="KeyboardInterrupt")
+        else:
+            self.close("failed", reason=f"{exc_type.__name__}: {exc}")
+
+    # ------------------------------------------------------------ caller thread
+    def _put(self, item: Any) -> bool:
+        try:
+            self._queue.put_nowait(item)
+            return True
+        except queue.Full:
+            self.dropped += 1
+            self._warn_once(
+                "full",
+                f"metrics writer queue full ({self._queue.maxsize}): the disk under {self.path} "
+                "is too slow or hung; dropping records, training continues",
+            )
+            return False
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, MonitorWarning, stacklevel=3)
+
+    def _initial_meta(
+        self,
+        config: Mapping[str, Any] | None,
+        run_name: str | None,
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        previous = _read_json(self.meta_path)
+        segment = int(previous.get("segment", 0)) + 1 if isinstance(previous, dict) else 1
+        now = time.time()
+        meta: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "name": run_name or self.path.parent.name,
+            "status": "running",
+            "reason": None,
+            "start_time": now,
+            "first_start_time": previous.get("first_start_time", now) if previous else now,
+            "end_time": None,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "argv": list(sys.argv),
+            "python": sys.version.split()[0],
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "segment": segment,
+            "metrics_file": self.path.name,
+            "config": encode_value(dict(config or {})),
+            "dropped_records": 0,
+        }
+        meta.update(encode_record(extra or {}))
+        return meta
+
+    # ------------------------------------------------------------ writer thread
+    def _run(self) -> None:
+        self._open()
+        self._write_meta()
+        last_sync = time.monotonic()
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while len(batch) < 1024:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = self._handle_batch(batch)
+            if self._fd is not None and self._fsync_interval and time.monotonic() - last_sync > self._fsync_interval:
+                with contextlib.suppress(OSError):
+                    os.fsync(self._fd)
+                last_sync = time.monotonic()
+            if stop:
+                break
+        self._finish()
+
+    def _handle_batch(self, batch: list[Any]) -> bool:
+        lines: list[bytes] = []
+        stop = False
+        meta_changed = False
+        events: list[threading.Event] = []
+        for item in batch:
+            if item is _STOP:
+                stop = True
+                continue
+            kind, payload = item
+            if kind == "rec":
+                try:
+                    lines.append(_dumps_line(encode_record(payload)))
+                except Exception as exc:  # noqa: BLE001 - never raise into training
+                    self.dropped += 1
+                    self._warn_once("encode", f"could not encode a metrics record: {exc!r}")
+            elif kind == "meta":
+                self._meta.update(encode_record(payload))
+                meta_changed = True
+            elif kind == "flush":
+                events.append(payload)
+        if lines:
+            self._append(b"".join(lines), len(lines))
+        if meta_changed:
+            self._write_meta()
+        for event in events:
+            event.set()
+        return stop
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_NONBLOCK: opening a FIFO with no reader fails at once instead of hanging.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            self._warn_once("open", f"cannot open {self.path} for writing ({exc}); metrics are not recorded")
+            return
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            self._warn_once("open", f"{self.path} is not a regular file; metrics are not recorded")
+            return
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        self._fd = fd
+        # A previous writer killed mid-line leaves a torn tail: start on a fresh line.
+        self._torn = _ends_without_newline(fd)
+
+    def _append(self, data: bytes, count: int) -> None:
+        if self._fd is None:
+            self.dropped += count
+            return
+        if self._torn:
+            data = b"\n" + data
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):  # short writes happen on full disks and signals
+                more = os.write(self._fd, data[written:])
+                if more == 0:
+                    raise OSError(errno.ENOSPC, "short write")
+                written += more
+            self._torn = False
+            self.written += count
+        except OSError as exc:
+            self._torn = True  # whatever reached the disk, the next write starts a new line
+            self.dropped += count
+            self._warn_once("write", f"cannot write metrics to {self.path} ({exc}); records dropped")
+
+    def _write_meta(self) -> None:
+        self._meta["dropped_records"] = self.dropped
+        self._meta["written_records"] = self.written
+        tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(json.dumps(self._meta, indent=1, allow_nan=False).encode())
+            os.replace(tmp, self.meta_path)
+        except (OSError, ValueError) as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self._warn_once("meta", f"cannot write run metadata {self.meta_path} ({exc})")
+
+    def _finish(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self._write_meta()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _ends_without_newline(fd: int) -> bool:
+    try:
+        size = os.fstat(fd).st_size
+        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+    except OSError:
+        return False

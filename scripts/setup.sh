@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up everything the product and its tests need, idempotently:
+# a virtual environment in .venv with the pinned requirements, this package
+# installed in editable mode, and Debian's Chromium for the browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.requirements.sha
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r requirements.txt
+  .venv/bin/python -m pip install -q --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+if [ "${SKIP_BROWSER:-0}" != "1" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the browser tests..." >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: chromium not found; browser tests will be skipped (apt-get install chromium)" >&2
+  fi
+fi
