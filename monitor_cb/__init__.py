@@ -22,7 +22,14 @@ _LAZY = {
     "global_grad_norm": "monitor_cb.cells",
 }
 
-__all__ = ["SCHEMA_VERSION", "LiveMonitor", "MetricsWriter", "MonitorWarning", "TrainOneStepWithGradNorm", "global_grad_norm"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "LiveMonitor",
+    "MetricsWriter",
+    "MonitorWarning",
+    "TrainOneStepWithGradNorm",
+    "global_grad_norm",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.callback import LiveMonitor

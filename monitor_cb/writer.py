@@ -82,6 +82,8 @@ def resolve_metrics_path(
     """
     if log_file is not None:
         path = Path(log_file)
+        if world_size <= 1 and rank == 0:
+            return path
         stem = path.name[: -len(METRICS_SUFFIX)] if path.name.endswith(METRICS_SUFFIX) else path.stem
         return path.with_name(metrics_filename(rank, world_size, stem or DEFAULT_STEM))
     if log_dir is None:
@@ -322,16 +324,16 @@ class MetricsWriter:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         self._fd = fd
         # A previous writer killed mid-line leaves a torn tail: start on a fresh line.
-        self._torn = _ends_without_newline(fd)
+        self._torn = _ends_without_newline(self.path)
 
     def _append(self, data: bytes, count: int) -> None:
         if self._fd is None:
             self.dropped += count
             return
-        if self._torn:
-            data = b"\n" + data
+        prefix = b"\n" if self._torn else b""
+        data = prefix + data
+        written = 0
         try:
-            written = os.write(self._fd, data)
             while written < len(data):  # short writes happen on full disks and signals
                 more = os.write(self._fd, data[written:])
                 if more == 0:
@@ -340,11 +342,16 @@ class MetricsWriter:
             self._torn = False
             self.written += count
         except OSError as exc:
-            self._torn = True  # whatever reached the disk, the next write starts a new line
-            self.dropped += count
+            # Whatever reached the disk, the next write starts on a new line.
+            landed = data[len(prefix) : written].count(b"\n") if written > len(prefix) else 0
+            self._torn = data[written - 1 : written] != b"\n" if written > 0 else bool(prefix)
+            self.written += landed
+            self.dropped += count - landed
             self._warn_once("write", f"cannot write metrics to {self.path} ({exc}); records dropped")
 
     def _write_meta(self) -> None:
+        if self._fd is None and not self.written:
+            return  # nothing could be opened: there is no stream to describe
         self._meta["dropped_records"] = self.dropped
         self._meta["written_records"] = self.written
         tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}.tmp")
@@ -374,9 +381,13 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _ends_without_newline(fd: int) -> bool:
+def _ends_without_newline(path: Path) -> bool:
     try:
-        size = os.fstat(fd).st_size
-        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return False
+            handle.seek(size - 1)
+            return handle.read(1) != b"\n"
     except OSError:
         return False
