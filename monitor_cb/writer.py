@@ -1,6 +1,6 @@
 """Append metrics records to a JSONL file without ever hurting the training loop.
 
-``MetricsWriter.log()`` only puts a dict on a bounded queue (about a
+``MetricsWriter.log()`` only appends a dict to a bounded in-memory queue (about a
 microsecond). A daemon thread encodes, appends complete lines with one
 ``write()`` per batch, fsyncs periodically and keeps the run metadata file up to
 date. A full disk, an unwritable directory, a FIFO in place of the file or a
@@ -15,13 +15,13 @@ import errno
 import fcntl
 import json
 import os
-import queue
 import socket
 import stat
 import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,12 @@ class MetricsWriter:
         self.dropped = 0
         self.written = 0
         self._fsync_interval = fsync_interval
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        # A deque plus a wake-up event: appending is lock-free under the GIL (~30 ns),
+        # where queue.Queue.put costs ~0.6 us and contends with the writer thread.
+        self._pending: deque[Any] = deque()
+        self._max_pending = queue_size
+        self._wake = threading.Event()
+        self._sleeping = False
         self._warned: set[str] = set()
         self._closed = False
         self._fd: int | None = None
@@ -146,23 +151,23 @@ class MetricsWriter:
 
     # ----------------------------------------------------------------- public API
     def log(self, step: int | None = None, **metrics: Any) -> None:
-        """Queue one record; never blocks and never raises into the caller."""
-        self.log_dict(metrics, step=step)
+        """Queue one record; never blocks and never raises into the caller (bad keys aside)."""
+        if self._closed or not RESERVED_KEYS.isdisjoint(metrics):
+            self._reject(metrics)
+            return
+        # The record dict is built on the writer thread: the caller pays only for this tuple.
+        self._put(("rec", (step, time.time(), metrics)))
 
     def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Queue one record from a mapping (keys may contain characters kwargs cannot)."""
-        if self._closed:
-            self._warn_once("closed", f"MetricsWriter for {self.path} is closed; record dropped")
-            self.dropped += 1
-            return
+        self.log(step, **{str(k): v for k, v in metrics.items()})
+
+    def _reject(self, metrics: Mapping[str, Any]) -> None:
         bad = RESERVED_KEYS.intersection(metrics)
         if bad:
             raise ValueError(f"metric names {sorted(bad)} are reserved by the record format")
-        record: dict[str, Any] = {"step": step, "t": time.time(), "rank": self.rank, "seg": self.segment}
-        if step is None:
-            del record["step"]
-        record.update(metrics)
-        self._put(("rec", record))
+        self.dropped += 1
+        self._warn_once("closed", f"MetricsWriter for {self.path} is closed; record dropped")
 
     def update_meta(self, **fields: Any) -> None:
         """Merge fields into the run metadata (written off the calling thread)."""
@@ -187,14 +192,12 @@ class MetricsWriter:
             raise ValueError(f"status must be one of {FINAL_STATUSES}, got {status!r}")
         self._closed = True
         final = {"status": status, "end_time": time.time(), "reason": reason}
-        try:
-            self._queue.put(("meta", final), timeout=timeout)
-            self._queue.put(_STOP, timeout=timeout)
-        except queue.Full:
-            pass
+        self._pending.append(("meta", final))  # past the bound on purpose: the final status matters
+        self._pending.append(_STOP)
+        self._wake.set()
         self._thread.join(timeout)
         if self._thread.is_alive():
-            self.dropped += self._queue.qsize()
+            self.dropped += sum(1 for item in list(self._pending) if item is not _STOP and item[0] == "rec")
             self._warn_once("hung", f"metrics writer for {self.path} did not finish in {timeout}s")
 
     def __enter__(self) -> MetricsWriter:
@@ -210,17 +213,19 @@ class MetricsWriter:
 
     # ------------------------------------------------------------ caller thread
     def _put(self, item: Any) -> bool:
-        try:
-            self._queue.put_nowait(item)
-            return True
-        except queue.Full:
+        if len(self._pending) >= self._max_pending:
             self.dropped += 1
             self._warn_once(
                 "full",
-                f"metrics writer queue full ({self._queue.maxsize}): the disk under {self.path} "
+                f"metrics writer queue full ({self._max_pending}): the disk under {self.path} "
                 "is too slow or hung; dropping records, training continues",
             )
             return False
+        self._pending.append(item)
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
+        return True
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -264,13 +269,7 @@ class MetricsWriter:
         self._write_meta()
         last_sync = time.monotonic()
         while True:
-            item = self._queue.get()
-            batch = [item]
-            while len(batch) < 1024:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            batch = self._next_batch()
             stop = self._handle_batch(batch)
             if self._fd is not None and self._fsync_interval and time.monotonic() - last_sync > self._fsync_interval:
                 with contextlib.suppress(OSError):
@@ -279,6 +278,19 @@ class MetricsWriter:
             if stop:
                 break
         self._finish()
+
+    def _next_batch(self, limit: int = 4096) -> list[Any]:
+        pending = self._pending
+        while not pending:
+            self._sleeping = True
+            if not pending:  # re-check after announcing sleep: no lost wake-up
+                self._wake.wait(0.5)
+            self._sleeping = False
+            self._wake.clear()
+        batch = []
+        while pending and len(batch) < limit:
+            batch.append(pending.popleft())
+        return batch
 
     def _handle_batch(self, batch: list[Any]) -> bool:
         lines: list[bytes] = []
@@ -291,8 +303,13 @@ class MetricsWriter:
                 continue
             kind, payload = item
             if kind == "rec":
+                step, stamp, metrics = payload
+                record = {"step": step, "t": stamp, "rank": self.rank, "seg": self.segment}
+                if step is None:
+                    del record["step"]
+                record.update(metrics)
                 try:
-                    lines.append(_dumps_line(encode_record(payload)))
+                    lines.append(_dumps_line(encode_record(record)))
                 except Exception as exc:  # noqa: BLE001 - never raise into training
                     self.dropped += 1
                     self._warn_once("encode", f"could not encode a metrics record: {exc!r}")
