@@ -158,6 +158,13 @@ class MetricsWriter:
         # The record dict is built on the writer thread: the caller pays only for this tuple.
         self._put(("rec", (step, time.time(), metrics)))
 
+    def log_at(self, t: float, step: int | None = None, **metrics: Any) -> None:
+        """Like :meth:`log`, with the record's wall-clock time given (imports, replays, samples)."""
+        if self._closed or not RESERVED_KEYS.isdisjoint(metrics):
+            self._reject(metrics)
+            return
+        self._put(("rec", (step, float(t), metrics)))
+
     def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Queue one record from a mapping (keys may contain characters kwargs cannot)."""
         self.log(step, **{str(k): v for k, v in metrics.items()})

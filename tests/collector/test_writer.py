@@ -268,3 +268,10 @@ def test_hung_disk_never_blocks_log(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert worst < 0.05, f"log() blocked for {worst * 1e3:.1f} ms"
     assert writer.dropped > 0
     assert any("queue full" in str(w.message) for w in caught)
+
+
+def test_log_at_keeps_the_given_time(tmp_path: Path) -> None:
+    with MetricsWriter(tmp_path / "exp") as writer:
+        writer.log_at(1_700_000_000.5, step=7, loss=0.25)
+    (record,) = read_lines(tmp_path / "exp" / "metrics.jsonl")
+    assert record["t"] == 1_700_000_000.5 and record["step"] == 7 and record["loss"] == 0.25
