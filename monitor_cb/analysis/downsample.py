@@ -23,7 +23,9 @@ _MIN_N_OUT = 4
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
 
 
-def downsample_indices(x: ArrayLike, y: ArrayLike, n_out: int = DEFAULT_N_OUT) -> np.ndarray:
+def downsample_indices(
+    x: ArrayLike, y: ArrayLike, n_out: int = DEFAULT_N_OUT, max_nonfinite: int | None = None
+) -> np.ndarray:
     """Sorted row indices to draw for one series.
 
     Args:
@@ -31,6 +33,9 @@ def downsample_indices(x: ArrayLike, y: ArrayLike, n_out: int = DEFAULT_N_OUT) -
         y: the values; NaN and ±inf are allowed and always kept.
         n_out: target number of finite points (the result holds at most about
             ``n_out + 2 + number of non-finite points``).
+        max_nonfinite: None keeps every non-finite point. A chart sets a cap because a run that
+            went on after its loss became NaN can have 500k of them: then the first and last point
+            of every non-finite stretch are kept, thinned evenly (the first one always) to the cap.
 
     Returns:
         ``int64`` indices into ``y``, strictly increasing; all indices when ``len(y) <= n_out``.
@@ -53,7 +58,21 @@ def downsample_indices(x: ArrayLike, y: ArrayLike, n_out: int = DEFAULT_N_OUT) -
         picked = finite_idx[_minmax_lttb(x_arr[finite_idx], y_arr[finite_idx], n_out)]
     else:
         picked = finite_idx
-    return _with_ends(np.union1d(picked, np.flatnonzero(~finite)), n)
+    bad = np.flatnonzero(~finite)
+    if max_nonfinite is not None:
+        bad = _thin_nonfinite(bad, max_nonfinite)
+    return _with_ends(np.union1d(picked, bad), n)
+
+
+def _thin_nonfinite(bad: np.ndarray, cap: int) -> np.ndarray:
+    """At most ``cap`` of the sorted non-finite positions ``bad``: stretch ends first, then evenly spaced."""
+    if bad.size <= cap:
+        return bad
+    gaps = np.flatnonzero(np.diff(bad) > 1)
+    ends = np.unique(np.concatenate(([bad[0], bad[-1]], bad[gaps], bad[gaps + 1])))
+    if ends.size > cap:
+        ends = ends[np.unique(np.linspace(0, ends.size - 1, max(cap, 1)).round().astype(np.int64))]
+    return ends
 
 
 def downsample_frame(
