@@ -21,13 +21,17 @@ Common keyword arguments of every builder:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
-from monitor_cb.analysis.downsample import DEFAULT_N_OUT
+from monitor_cb.analysis.downsample import DEFAULT_N_OUT, downsample_indices
+from monitor_cb.analysis.series import XAxis, logged_rows, x_axis
+from monitor_cb.analysis.smoothing import ema_debiased
 
 # A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
 Threshold = float | tuple[float | None, float | None]
@@ -37,6 +41,12 @@ Masks = Mapping[str, ArrayLike] | None
 DEFAULT_UIREVISION = "monitor"
 NONFINITE_COLOR = "#d62728"
 THRESHOLD_COLOR = "#d62728"
+# D3's palette without its red, which is kept for trouble (NaN markers, thresholds).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+RAW_OPACITY = 0.3
+# Traces with more points than this use WebGL; fewer stay SVG (crisper, and browsers cap WebGL contexts).
+GL_MIN_POINTS = 1000
+GIB = float(2**30)
 
 
 def dual_axis_figure(
@@ -77,7 +87,45 @@ def dual_axis_figure(
         The figure. Trace names: ``<metric>`` (smoothed, or raw when smoothing is 0),
         ``<metric> (raw)`` and ``<metric> non-finite`` / ``<metric> > threshold`` marker traces.
     """
-    raise NotImplementedError
+    ema_debiased([], smoothing)  # validate the weight before any work
+    xa = x_axis(df, x)
+    fig = go.Figure()
+    thresholds = thresholds or {}
+    first_bad: dict[Any, list[str]] = {}
+    color_no = 0
+    for yaxis, metrics, log in (("y", left, log_y), ("y2", right if right else (), log_y2)):
+        for metric in metrics:
+            if metric not in df.columns:
+                continue
+            plot = _MetricPlot(
+                metric=metric,
+                yaxis=yaxis,
+                color=PALETTE[color_no % len(PALETTE)],
+                smoothing=0.0 if metric in markers else smoothing,
+                log=log,
+                threshold=thresholds.get(metric),
+                with_markers=metric in markers,
+            )
+            color_no += 1
+            bad_x = _add_metric(fig, df, xa, plot, logged, n_out)
+            if bad_x is not None:
+                first_bad.setdefault(bad_x, []).append(metric)
+    for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
+        _add_first_nonfinite_line(fig, bad_x, names, xa)
+    present_right = [m for m in right if m in df.columns]
+    _layout(
+        fig,
+        xa,
+        y_title=y_title or ", ".join(m for m in left if m in df.columns),
+        y2_title=(y2_title or ", ".join(present_right)) if present_right else None,
+        log_y=log_y,
+        log_y2=log_y2,
+        x_range=x_range,
+        uirevision=uirevision,
+        title=title,
+        height=height,
+    )
+    return fig
 
 
 def eval_figure(
@@ -97,7 +145,26 @@ def eval_figure(
 
     ``evals`` defaults to every ``eval_*`` column. Eval points are drawn with markers since they are sparse.
     """
-    raise NotImplementedError
+    if evals is None:
+        evals = [c for c in df.columns if str(c).startswith("eval_")]
+    left = [train, *(e for e in evals if "loss" in e)]
+    right = [e for e in evals if "loss" not in e]
+    return dual_axis_figure(
+        df,
+        x,
+        left,
+        right,
+        smoothing,
+        log_y,
+        None,
+        x_range,
+        uirevision,
+        logged=logged,
+        n_out=n_out,
+        markers=list(evals),
+        y_title="loss",
+        y2_title=", ".join(right) if right else None,
+    )
 
 
 def components_figure(
@@ -114,7 +181,22 @@ def components_figure(
     n_out: int = DEFAULT_N_OUT,
 ) -> go.Figure:
     """The total loss with its components (``loss_<name>`` columns by default) on one axis."""
-    raise NotImplementedError
+    if components is None:
+        components = [c for c in df.columns if str(c).startswith("loss_") and c != "loss_scale"]
+    return dual_axis_figure(
+        df,
+        x,
+        [total, *components],
+        (),
+        smoothing,
+        log_y,
+        None,
+        x_range,
+        uirevision,
+        logged=logged,
+        n_out=n_out,
+        y_title="loss",
+    )
 
 
 def timing_figure(
@@ -128,7 +210,21 @@ def timing_figure(
     n_out: int = DEFAULT_N_OUT,
 ) -> go.Figure:
     """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
-    raise NotImplementedError
+    return dual_axis_figure(
+        df,
+        x,
+        ["step_time", "data_time"],
+        ["throughput"],
+        smoothing,
+        False,
+        None,
+        x_range,
+        uirevision,
+        logged=logged,
+        n_out=n_out,
+        y_title="seconds per step",
+        y2_title="samples/s",
+    )
 
 
 def memory_figure(
@@ -141,9 +237,296 @@ def memory_figure(
     n_out: int = DEFAULT_N_OUT,
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
-    raise NotImplementedError
+    columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
+    keep = [c for c in ("step", "t", "samples") if c in df.columns and c not in columns]
+    gib = df[keep].copy()
+    for column in columns:
+        gib[column] = df[column].to_numpy(dtype=np.float64) / GIB
+    return dual_axis_figure(
+        gib,
+        x,
+        columns,
+        (),
+        0.0,
+        False,
+        None,
+        x_range,
+        uirevision,
+        logged=logged,
+        n_out=n_out,
+        y_title="GiB",
+    )
 
 
 def empty_figure(message: str, height: int | None = None) -> go.Figure:
     """A blank figure carrying ``message`` in its middle, for a panel with nothing to draw yet."""
-    raise NotImplementedError
+    fig = go.Figure()
+    fig.add_annotation(
+        text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 14, "color": "#7f7f7f"}
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(margin={"l": 10, "r": 10, "t": 10, "b": 10}, height=height)
+    return fig
+
+
+# ----------------------------------------------------------------------------- core
+@dataclass(frozen=True)
+class _MetricPlot:
+    metric: str
+    yaxis: str  # "y" (left) or "y2" (right)
+    color: str
+    smoothing: float
+    log: bool
+    threshold: Threshold | None
+    with_markers: bool
+
+
+def _add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: _MetricPlot, logged: Masks, n_out: int) -> Any:
+    """Add one metric's traces; return the x of its first non-finite point, or None."""
+    rows = logged_rows(df, plot.metric, logged) & _valid_x(xa.values)
+    rows = np.flatnonzero(rows)
+    if rows.size == 0:
+        return None
+    xv = xa.values[rows]
+    y = df[plot.metric].to_numpy(dtype=np.float64)[rows]
+    if xv.size > 1 and not _non_decreasing(xv):
+        order = np.argsort(xv, kind="stable")
+        xv, y, rows = xv[order], y[order], rows[order]
+    picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
+    finite = np.isfinite(y)
+    drawn = _drawable(y, plot.log)
+    line_mode = "lines+markers" if plot.with_markers else "lines"
+    if plot.smoothing > 0:
+        smooth = _drawable(ema_debiased(y, plot.smoothing), plot.log)
+        fig.add_trace(
+            _scatter(
+                picked.size,
+                x=xv[picked],
+                y=drawn[picked],
+                name=f"{plot.metric} (raw)",
+                mode=line_mode,
+                line={"color": plot.color, "width": 1},
+                opacity=RAW_OPACITY,
+                legendgroup=plot.metric,
+                showlegend=False,
+                yaxis=plot.yaxis,
+                hovertemplate=f"{plot.metric} raw: %{{y:.4g}}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            _scatter(
+                picked.size,
+                x=xv[picked],
+                y=smooth[picked],
+                name=plot.metric,
+                mode=line_mode,
+                line={"color": plot.color, "width": 2},
+                legendgroup=plot.metric,
+                yaxis=plot.yaxis,
+                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    else:
+        fig.add_trace(
+            _scatter(
+                picked.size,
+                x=xv[picked],
+                y=drawn[picked],
+                name=plot.metric,
+                mode=line_mode,
+                line={"color": plot.color, "width": 1.5},
+                legendgroup=plot.metric,
+                yaxis=plot.yaxis,
+                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    if plot.threshold is not None:
+        _add_threshold(fig, xv[picked], y[picked], plot)
+    bad = picked[~finite[picked]]
+    if bad.size == 0:
+        return None
+    _add_nonfinite_markers(fig, xv, y, bad, plot, df["step"].to_numpy()[rows] if "step" in df.columns else None)
+    return xv[np.flatnonzero(~finite)[0]]
+
+
+def _add_nonfinite_markers(
+    fig: go.Figure, xv: np.ndarray, y: np.ndarray, bad: np.ndarray, plot: _MetricPlot, steps: np.ndarray | None
+) -> None:
+    """Red X markers for NaN/±inf: a NaN has no height, so it sits at the last finite value before it."""
+    anchor = _anchor_values(y, plot.log)[bad]
+    labels = [_nonfinite_label(v) for v in y[bad]]
+    where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
+    fig.add_trace(
+        go.Scatter(
+            x=xv[bad],
+            y=anchor,
+            name=f"{plot.metric} non-finite",
+            mode="markers",
+            marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
+            legendgroup=plot.metric,
+            yaxis=plot.yaxis,
+            text=[f"{plot.metric} = {label} at {w}" for label, w in zip(labels, where, strict=True)],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+
+
+def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: _MetricPlot) -> None:
+    """Red markers on drawn points beyond the bound(s), and a dashed line at each bound."""
+    lower, upper = _bounds(plot.threshold)
+    beyond = np.zeros(y.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if upper is not None:
+            beyond |= y > upper
+        if lower is not None:
+            beyond |= y < lower
+    beyond &= np.isfinite(y)
+    if plot.log:
+        beyond &= y > 0
+    for bound in (lower, upper):
+        if bound is not None and not (plot.log and bound <= 0):
+            fig.add_shape(
+                type="line",
+                xref="paper",
+                x0=0,
+                x1=1,
+                yref=plot.yaxis,
+                y0=bound,
+                y1=bound,
+                line={"color": THRESHOLD_COLOR, "width": 1, "dash": "dash"},
+                opacity=0.6,
+            )
+    if not beyond.any():
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=xv[beyond],
+            y=y[beyond],
+            name=f"{plot.metric} beyond threshold",
+            mode="markers",
+            marker={"size": 6, "color": THRESHOLD_COLOR},
+            legendgroup=plot.metric,
+            yaxis=plot.yaxis,
+            hovertemplate=f"{plot.metric}: %{{y:.4g}} (beyond threshold)<extra></extra>",
+        )
+    )
+
+
+def _add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa: XAxis) -> None:
+    """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
+    with an annotation fails on datetime axes)."""
+    x_value = _plain_x(x_value, xa.is_datetime)
+    fig.add_shape(
+        type="line",
+        xref="x",
+        x0=x_value,
+        x1=x_value,
+        yref="paper",
+        y0=0,
+        y1=1,
+        line={"color": NONFINITE_COLOR, "width": 1, "dash": "dot"},
+    )
+    at = f"{x_value:g}" if isinstance(x_value, (int, float)) else str(x_value)
+    fig.add_annotation(
+        x=x_value,
+        xref="x",
+        y=1,
+        yref="paper",
+        yanchor="top",
+        xanchor="left",
+        text=f"first non-finite {', '.join(names)} @ {xa.title} {at}",
+        showarrow=False,
+        font={"color": NONFINITE_COLOR, "size": 11},
+        bgcolor="rgba(255,255,255,0.7)",
+    )
+
+
+def _layout(
+    fig: go.Figure,
+    xa: XAxis,
+    *,
+    y_title: str,
+    y2_title: str | None,
+    log_y: bool,
+    log_y2: bool,
+    x_range: XRange,
+    uirevision: Any,
+    title: str | None,
+    height: int | None,
+) -> None:
+    fig.update_layout(
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}} if title else None,
+        height=height,
+        margin={"l": 55, "r": 55 if y2_title else 15, "t": 50 if title else 30, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+        hovermode="x",
+        uirevision=uirevision,
+        xaxis={"title": {"text": xa.title}, "type": "date" if xa.is_datetime else "linear"},
+        yaxis={"title": {"text": y_title}, "type": "log" if log_y else "linear", "exponentformat": "power"},
+    )
+    if y2_title is not None:
+        fig.update_layout(
+            yaxis2={
+                "title": {"text": y2_title},
+                "type": "log" if log_y2 else "linear",
+                "overlaying": "y",
+                "side": "right",
+                "showgrid": False,
+                "exponentformat": "power",
+            }
+        )
+    if x_range is not None:
+        fig.update_xaxes(range=list(x_range), autorange=False)
+
+
+def _plain_x(value: Any, is_datetime: bool) -> Any:
+    """A numpy scalar as a value plotly shapes accept (Timestamp for dates, float otherwise)."""
+    if is_datetime:
+        return pd.Timestamp(value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def _scatter(n_points: int, **kwargs: Any) -> go.Scatter | go.Scattergl:
+    return go.Scattergl(**kwargs) if n_points > GL_MIN_POINTS else go.Scatter(**kwargs)
+
+
+def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
+    """y with non-finite values (and values <= 0 on a log axis) as NaN gaps."""
+    out = np.where(np.isfinite(y), y, np.nan)
+    if log:
+        with np.errstate(invalid="ignore"):
+            out[out <= 0] = np.nan
+    return out
+
+
+def _anchor_values(y: np.ndarray, log: bool) -> np.ndarray:
+    """Per point, the last drawable value at or before it (else the first after; else 1 or 0)."""
+    drawable = pd.Series(_drawable(y, log))
+    filled = drawable.ffill().bfill().to_numpy()
+    return np.where(np.isnan(filled), 1.0 if log else 0.0, filled)
+
+
+def _valid_x(values: np.ndarray) -> np.ndarray:
+    if np.issubdtype(values.dtype, np.datetime64):
+        return ~np.isnat(values)
+    return np.isfinite(values.astype(np.float64, copy=False))
+
+
+def _non_decreasing(values: np.ndarray) -> bool:
+    return bool(np.all(values[1:] >= values[:-1]))
+
+
+def _bounds(threshold: Threshold | None) -> tuple[float | None, float | None]:
+    if threshold is None:
+        return None, None
+    if isinstance(threshold, tuple):
+        lower, upper = threshold
+        return lower, upper
+    return None, float(threshold)
+
+
+def _nonfinite_label(value: float) -> str:
+    if np.isnan(value):
+        return "NaN"
+    return "+inf" if value > 0 else "-inf"
