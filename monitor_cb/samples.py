@@ -13,10 +13,24 @@ current time) and the metadata file is written the way the writer writes it.
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import socket
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import orjson
+
+from monitor_cb.record import SCHEMA_VERSION, encode_record, meta_path_for, metrics_filename
+
+_EVAL_STEPS = 20  # an eval pass costs about this many train steps of wall time
+_GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -79,17 +93,44 @@ def nan_at(step: int, key: str = "loss", end: str | None = "stopped") -> Fault:
     reason ``"stopped: non-finite loss at step N"``); ``"failed"`` ends it as a crash; None lets
     it continue with NaN from then on.
     """
-    raise NotImplementedError
+    if end not in (None, "failed", "stopped"):
+        raise ValueError(f"end must be None, 'failed' or 'stopped', got {end!r}")
+
+    def fault(record_step: int, record: dict[str, Any]) -> dict[str, Any] | EndRun:
+        if key not in record or record_step < step:
+            return record
+        record = {**record, key: math.nan}
+        if "grad_norm" in record:
+            record["grad_norm"] = math.inf
+        if end == "stopped":
+            return EndRun("stopped", f"stopped: non-finite {key} at step {record_step}", record, "guard_stop")
+        if end == "failed":
+            return EndRun("failed", f"RuntimeError: {key} is NaN at step {record_step}", record)
+        return record
+
+    return fault
 
 
 def spike_at(step: int, key: str = "loss", factor: float = 10.0, width: int = 1) -> Fault:
     """A fault multiplying ``key`` by ``factor`` for ``width`` steps from ``step`` (a recoverable spike)."""
-    raise NotImplementedError
+
+    def fault(record_step: int, record: dict[str, Any]) -> dict[str, Any] | EndRun:
+        if key in record and step <= record_step < step + width:
+            return {**record, key: record[key] * factor}
+        return record
+
+    return fault
 
 
 def stop_at(step: int, reason: str = "KeyboardInterrupt") -> Fault:
     """A fault ending the run as ``stopped`` at ``step`` (a user interrupt)."""
-    raise NotImplementedError
+
+    def fault(record_step: int, record: dict[str, Any]) -> dict[str, Any] | EndRun:
+        if record_step >= step and "loss" in record:
+            return EndRun("stopped", reason, record)
+        return record
+
+    return fault
 
 
 def iter_records(spec: RunSpec, now: float | None = None) -> Iterator[dict[str, Any]]:
@@ -97,7 +138,7 @@ def iter_records(spec: RunSpec, now: float | None = None) -> Iterator[dict[str, 
 
     An ``EndRun`` from a fault ends the iteration; the outcome is what :func:`write_run` stores.
     """
-    raise NotImplementedError
+    return _Simulation(spec, now).records()
 
 
 def write_run(root: str | Path, spec: RunSpec, now: float | None = None) -> Path:
@@ -105,12 +146,46 @@ def write_run(root: str | Path, spec: RunSpec, now: float | None = None) -> Path
 
     Existing files of that run are replaced, so calling it twice gives the same run, not a resume.
     """
-    raise NotImplementedError
+    now = time.time() if now is None else now
+    sim = _Simulation(spec, now)
+    run_dir = Path(root) / spec.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = run_dir / metrics_filename(0, 1)
+    lines = [orjson.dumps(encode_record(r), option=orjson.OPT_APPEND_NEWLINE) for r in sim.records()]
+    _replace_bytes(metrics, b"".join(lines))
+    meta = _meta(spec, sim, metrics.name, len(lines))
+    _replace_bytes(meta_path_for(metrics), json.dumps(meta, indent=1, allow_nan=False).encode())
+    return run_dir
 
 
 def sample_specs(n_runs: int = 4, steps: int = 3000, seed: int = 0) -> list[RunSpec]:
     """A family of runs differing in lr, batch size and seed; the second one hits a NaN loss and stops."""
-    raise NotImplementedError
+    if n_runs < 1:
+        raise ValueError(f"n_runs must be >= 1, got {n_runs}")
+    family = ((3e-4, 32), (1e-3, 64), (1e-4, 32), (6e-4, 128))
+    specs = []
+    for i in range(n_runs):
+        lr, batch = family[i % len(family)]
+        run_seed = seed + i
+        faults: tuple[Fault, ...] = ()
+        if i == 1:  # the aggressive lr diverges: a NaN loss the guard stops on
+            faults = (nan_at(max(2, int(steps * 0.62))),)
+        specs.append(
+            RunSpec(
+                name=f"run{i + 1:02d}-lr{lr:g}-bs{batch}-seed{run_seed}",
+                steps=steps,
+                lr=lr,
+                batch_size=batch,
+                seed=run_seed,
+                eval_every=max(steps // 15, 1),
+                steps_per_epoch=max(steps // 3, 1),
+                seq_length=512 if i % 2 == 0 else None,
+                loss_components=("ce", "aux") if i == 0 else (),
+                step_time=0.12 * (batch / 32) ** 0.8,
+                faults=faults,
+            )
+        )
+    return specs
 
 
 def write_sample_runs(
@@ -126,4 +201,226 @@ def write_sample_runs(
     ``specs`` replaces the default family from :func:`sample_specs` (then ``n_runs``, ``steps`` and
     ``seed`` are ignored); runs are laid out back to back in time, the last ending shortly before ``now``.
     """
-    raise NotImplementedError
+    now = time.time() if now is None else now
+    specs = list(specs) if specs is not None else sample_specs(n_runs, steps, seed)
+    end = now - 600.0
+    placed = []
+    for spec in reversed(specs):  # the last run ends 10 minutes ago, earlier ones before it
+        start = spec.start_time if spec.start_time is not None else end - _planned_duration(spec)
+        placed.append(replace(spec, start_time=start))
+        end = start - 300.0
+    return [write_run(root, spec, now) for spec in reversed(placed)]
+
+
+# ----------------------------------------------------------------------------- the simulation
+class _Simulation:
+    """One run's curves, drawn once from the spec's seed; ``records()`` replays them with faults."""
+
+    def __init__(self, spec: RunSpec, now: float | None) -> None:
+        if spec.steps < 1 or spec.log_every < 1 or spec.batch_size < 1:
+            raise ValueError(f"steps, log_every and batch_size must be >= 1 in {spec}")
+        self.spec = spec
+        now = time.time() if now is None else now
+        self.start_time = spec.start_time if spec.start_time is not None else now - 600.0 - _planned_duration(spec)
+        self.status = "finished"
+        self.reason: str | None = None
+        self.end_time = self.start_time
+        self._curves = _curves(spec, self.start_time)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Train and eval records in file order; sets ``status``/``reason``/``end_time`` when exhausted."""
+        for record in self._raw_records():
+            outcome = _apply_faults(self.spec.faults, record)
+            if isinstance(outcome, EndRun):
+                yield from self._end(outcome, record)
+                return
+            self.end_time = outcome["t"]
+            yield outcome
+        self.end_time += 1.0
+
+    def _end(self, outcome: EndRun, record: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        if outcome.status not in ("failed", "stopped"):
+            raise ValueError(f"a fault ended the run with status {outcome.status!r}; use 'failed' or 'stopped'")
+        self.status, self.reason = outcome.status, outcome.reason
+        self.end_time = record["t"]
+        if outcome.record is not None:
+            yield outcome.record
+        if outcome.event is not None:
+            self.end_time = record["t"] + 0.01
+            yield {**_head(record, self.end_time), "event": outcome.event, "reason": outcome.reason}
+
+    def _raw_records(self) -> Iterator[dict[str, Any]]:
+        c = self._curves
+        spec = self.spec
+        columns = {k: v.tolist() for k, v in c.items() if k not in ("step", "t", "eval_t")}
+        steps = c["step"].tolist()
+        times = c["t"].tolist()
+        eval_t = c["eval_t"].tolist()
+        for i, step in enumerate(steps):
+            record: dict[str, Any] = {"step": step, "t": times[i], "rank": 0, "seg": 1}
+            for key, values in columns.items():
+                if not key.startswith("eval_"):
+                    record[key] = values[i]
+            yield record
+            if spec.eval_every and step % spec.eval_every == 0:
+                yield {
+                    **_head(record, eval_t[i]),
+                    "eval_loss": columns["eval_loss"][i],
+                    "eval_accuracy": columns["eval_accuracy"][i],
+                }
+
+
+def _head(record: dict[str, Any], t: float) -> dict[str, Any]:
+    return {"step": record["step"], "t": t, "rank": record["rank"], "seg": record["seg"]}
+
+
+def _apply_faults(faults: Sequence[Fault], record: dict[str, Any]) -> dict[str, Any] | EndRun:
+    for fault in faults:
+        outcome = fault(record["step"], record)
+        if isinstance(outcome, EndRun):
+            return outcome
+        record = outcome
+    return record
+
+
+def _planned_duration(spec: RunSpec) -> float:
+    evals = spec.steps // spec.eval_every if spec.eval_every else 0
+    return spec.step_time * (spec.steps + evals * _EVAL_STEPS)
+
+
+def _lr_schedule(spec: RunSpec, steps: np.ndarray) -> np.ndarray:
+    warmup = spec.warmup_steps if spec.warmup_steps is not None else max(spec.steps // 20, 1)
+    floor = spec.lr * spec.min_lr_ratio
+    progress = np.clip((steps - warmup) / max(spec.steps - warmup, 1), 0.0, 1.0)
+    cosine = floor + (spec.lr - floor) * 0.5 * (1.0 + np.cos(np.pi * progress))
+    return np.where(steps <= warmup, spec.lr * steps / warmup, cosine)
+
+
+def _curves(spec: RunSpec, start_time: float) -> dict[str, np.ndarray]:
+    """Every metric for every training step, then kept at the logged steps."""
+    rng = np.random.default_rng(spec.seed)
+    n = spec.steps
+    all_steps = np.arange(1, n + 1)
+    lr = _lr_schedule(spec, all_steps)
+    # Progress is the integral of the lr: warmup starts slowly and a cosine tail flattens the curve.
+    progress = np.cumsum(lr) / 3e-4 * (spec.batch_size / 32) ** 0.5
+    clean = 1.6 + 8.8 * (1.0 + progress / 150.0) ** -0.55
+    noise_scale = 0.035 * (32 / spec.batch_size) ** 0.5 * (1 + 4 * lr / 1e-3)
+    loss = clean * (1.0 + noise_scale * rng.standard_normal(n))
+
+    bumps = np.zeros(n)
+    for at in np.flatnonzero(rng.random(n) < 1.5 / 1000):
+        length = min(40, n - at)
+        bumps[at : at + length] += rng.uniform(2.0, 7.0) * np.exp(-np.arange(length) / 6.0)
+    grad_norm = (0.4 + 2.5 * (clean - 1.5) / 8.9) * rng.lognormal(0.0, 0.15, n) * (1.0 + bumps)
+
+    step_time = spec.step_time * rng.lognormal(0.0, 0.04, n)
+    stalls = rng.random(n) < 2.0 / 1000  # the input pipeline hiccups now and then
+    data_time = spec.step_time * (0.03 + 0.01 * rng.random(n)) + stalls * spec.step_time * rng.uniform(1, 6, n)
+    step_time = step_time + stalls * (data_time - spec.step_time * 0.03)
+    eval_pause = np.zeros(n)
+    if spec.eval_every:
+        eval_pause[spec.eval_every :: spec.eval_every] = spec.step_time * _EVAL_STEPS
+    t = start_time + np.cumsum(step_time) + np.cumsum(eval_pause)
+    eval_noise = 1.0 + 0.01 * rng.standard_normal(n)
+    eval_loss = (clean * 1.03 + 0.15 * np.clip(progress / progress[-1] - 0.7, 0, None)) * eval_noise
+    eval_accuracy = np.clip(0.93 - 0.85 * (eval_loss - 1.6) / 8.8, 0.0, 1.0)
+
+    device = 2.0 * _GIB + spec.batch_size * 48 * 2**20 + (spec.seq_length or 0) * 2**20
+    mem_device = device * (1.0 + 0.02 * rng.random(n))
+    host = 3.1 * _GIB + 180 * 2**20 * all_steps / n + 8 * 2**20 * rng.standard_normal(n)
+
+    keep = all_steps % spec.log_every == 0
+    keep[0] = True
+    # Logged values are means over the logging interval, as the collector reports them.
+    window = spec.log_every
+    curves: dict[str, np.ndarray] = {
+        "step": all_steps[keep],
+        "t": t[keep],
+        "epoch": ((all_steps - 1) // max(spec.steps_per_epoch, 1) + 1)[keep],
+        "loss": loss[keep],
+    }
+    if spec.loss_components:
+        # Components sum to the total, as a network returning (total, parts...) reports them.
+        k = len(spec.loss_components)
+        shares = np.full((k - 1, n), 0.8 / max(k - 1, 1)) * (1 + 0.05 * rng.standard_normal((k - 1, n)))
+        parts = [loss * share for share in shares]
+        parts.append(loss - np.sum(parts, axis=0))
+        for name, part in zip(spec.loss_components, parts, strict=True):
+            curves[f"loss_{name}"] = part[keep]
+    throughput = spec.batch_size / _interval_mean(step_time, window)
+    curves |= {
+        "lr": lr[keep],
+        "throughput": throughput[keep],
+    }
+    if spec.seq_length:
+        curves["tokens_per_s"] = (throughput * spec.seq_length)[keep]
+    curves |= {
+        "samples": (all_steps * spec.batch_size)[keep],
+        "step_time": _interval_mean(step_time, window)[keep],
+        "data_time": _interval_mean(data_time, window)[keep],
+        "grad_norm": grad_norm[keep],
+        "mem_device": mem_device.astype(np.int64)[keep],
+        "mem_device_peak": np.maximum.accumulate(mem_device * 1.18).astype(np.int64)[keep],
+        "mem_host_rss": host.astype(np.int64)[keep],
+        "eval_loss": eval_loss[keep],
+        "eval_accuracy": eval_accuracy[keep],
+        "eval_t": (t + spec.step_time * _EVAL_STEPS * 0.9)[keep],
+    }
+    return curves
+
+
+def _interval_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` steps (the collector averages over its logging interval)."""
+    if window <= 1:
+        return values
+    cumulative = np.concatenate(([0.0], np.cumsum(values)))
+    idx = np.arange(1, values.size + 1)
+    lo = np.maximum(idx - window, 0)
+    return (cumulative[idx] - cumulative[lo]) / (idx - lo)
+
+
+def _meta(spec: RunSpec, sim: _Simulation, metrics_name: str, written: int) -> dict[str, Any]:
+    """The metadata the writer would leave after ``close(status, reason)``, same keys, same order."""
+    config = {
+        "lr": spec.lr,
+        "batch_size": spec.batch_size,
+        "seed": spec.seed,
+        "warmup_steps": spec.warmup_steps if spec.warmup_steps is not None else max(spec.steps // 20, 1),
+        "min_lr_ratio": spec.min_lr_ratio,
+        "total_steps": spec.steps,
+        "schedule": "warmup_cosine",
+    }
+    meta: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "name": spec.name,
+        "status": sim.status,
+        "reason": sim.reason,
+        "start_time": sim.start_time,
+        "first_start_time": sim.start_time,
+        "end_time": sim.end_time,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "argv": ["monitor_cb.samples", spec.name],
+        "python": sys.version.split()[0],
+        "rank": 0,
+        "world_size": 1,
+        "segment": 1,
+        "metrics_file": metrics_name,
+        "config": encode_record(config),
+        "dropped_records": 0,
+        "batch_size": spec.batch_size,
+        "total_steps": spec.steps,
+        "synthetic": True,
+    }
+    if spec.seq_length:
+        meta["seq_length"] = spec.seq_length
+    meta["written_records"] = written
+    return meta
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
+    """Write atomically (temp file + rename), as the writer replaces its metadata."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
