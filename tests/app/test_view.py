@@ -1,0 +1,205 @@
+"""Unit tests of the live page's plain logic (monitor_cb.view): what AppTest cannot drive."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor_cb import view
+
+
+@dataclass
+class FakeRun:
+    id: str
+    name: str = ""
+    status: str = "running"
+    last_write: float = 1000.0
+    last_step: int | None = None
+    n_records: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def frame(n: int = 100, t0: float = 1000.0, dt: float = 0.5, **cols: Any) -> pd.DataFrame:
+    steps = np.arange(1, n + 1) * 10
+    data = {"step": steps, "t": t0 + np.arange(n) * dt, "loss": np.linspace(3, 1, n), "lr": np.full(n, 1e-3)}
+    data.update(cols)
+    return pd.DataFrame(data)
+
+
+# ----------------------------------------------------------------------------- log root
+def test_logdir_from_argv_env_default(tmp_path: Path) -> None:
+    assert view.resolve_logdir(["--logdir", str(tmp_path)], {}) == tmp_path.resolve()
+    assert view.resolve_logdir([f"--logdir={tmp_path}"], {}) == tmp_path.resolve()
+    assert view.resolve_logdir([], {"MONITOR_LOGDIR": str(tmp_path / "x")}) == (tmp_path / "x").resolve()
+    assert view.resolve_logdir([], {}, cwd=tmp_path) == (tmp_path / "logs").resolve()
+    # the command line wins over the environment
+    assert view.resolve_logdir(["--logdir", "a"], {"MONITOR_LOGDIR": "b"}, cwd=tmp_path) == tmp_path / "a"
+
+
+def test_inside_root(tmp_path: Path) -> None:
+    assert view.inside_root(tmp_path, tmp_path / "run")
+    assert not view.inside_root(tmp_path / "root", tmp_path / "root" / ".." / "other")
+
+
+# ----------------------------------------------------------------------------- run list
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "–"), (math.nan, "–"), (-3, "0 s"), (4.2, "4 s"), (600, "10 min"), (3 * 3600, "3.0 h"), (5 * 86400, "5 d")],
+)
+def test_format_age(seconds: float | None, text: str) -> None:
+    assert view.format_age(seconds) == text
+
+
+def test_format_duration() -> None:
+    assert view.format_duration(3723) == "1:02:03"
+    assert view.format_duration(None) == "–"
+
+
+def test_filter_and_pick_runs() -> None:
+    runs = [FakeRun("bert/exp2", "exp2", "failed"), FakeRun("exp1", "exp1", "finished")]
+    assert [r.id for r in view.filter_runs(runs, "")] == ["bert/exp2", "exp1"]
+    assert [r.id for r in view.filter_runs(runs, "BERT fail")] == ["bert/exp2"]
+    assert view.filter_runs(runs, "nothing") == []
+    ids = [r.id for r in runs]
+    assert view.pick_run(ids, "exp1") == "exp1"
+    assert view.pick_run(ids, "gone") == "bert/exp2"  # newest first
+    assert view.pick_run([], "x") is None
+    assert "failed" in view.run_label(runs[0], now=1010.0) and "10 s ago" in view.run_label(runs[0], now=1010.0)
+
+
+# ----------------------------------------------------------------------------- KPIs
+def test_kpis_running_with_total_and_eta() -> None:
+    df = frame(100, t0=1000.0, dt=0.5, throughput=np.full(100, 800.0), epoch=np.repeat([1, 2], 50))
+    run = FakeRun("r", status="running", last_write=1049.5, meta={"total_steps": 2000, "first_start_time": 990.0})
+    k = view.compute_kpis(df, run, now=1050.0)
+    assert k.step == 1000 and k.total_steps == 2000 and k.epoch == 2
+    assert k.steps_per_s == pytest.approx(20.0)
+    assert k.eta_s == pytest.approx(50.0)
+    assert k.elapsed_s == pytest.approx(60.0)
+    assert k.loss == pytest.approx(1.0) and k.throughput == 800.0 and k.grad_norm is None
+    assert not k.stale and view.step_text(k) == "1,000 / 2,000"
+
+
+def test_kpis_stale_and_finished() -> None:
+    df = frame(10)
+    stale = view.compute_kpis(df, FakeRun("r", status="running", last_write=1000.0), now=1000.0 + 3600)
+    assert stale.stale and stale.eta_s is None
+    assert view.compute_kpis(df, FakeRun("r", status="stalled", last_write=1000.0), now=1001.0).stale
+    done = view.compute_kpis(df, FakeRun("r", status="finished", last_write=1000.0), now=1000.0 + 3600)
+    assert not done.stale
+
+
+def test_kpis_show_a_nonfinite_tail_and_skip_gaps() -> None:
+    loss = np.array([2.0, 1.5, np.inf])
+    df = pd.DataFrame({"step": [1, 2, 3], "t": [1.0, 2.0, 3.0], "loss": loss, "eval_acc": [np.nan, 0.5, np.nan]})
+    k = view.compute_kpis(df, FakeRun("r"), now=4.0)
+    assert k.loss == math.inf and view.format_value(k.loss) == "inf"
+    assert view._last_value(df, "eval_acc") == 0.5
+    assert view.compute_kpis(df.iloc[:0], FakeRun("r", last_step=None), now=4.0).loss is None
+
+
+def test_nan_banner() -> None:
+    assert view.nan_banner(None, "loss", 0.0) is None
+    text = view.nan_banner((412, 1000.0), "loss", now=1000.0 + 180)
+    assert text == "loss became NaN/Inf at step 412, 3 min ago"
+
+
+# ----------------------------------------------------------------------------- panels, thresholds
+def test_panels_follow_columns() -> None:
+    keys = [p.key for p in view.panels_for(["step", "t", "loss", "lr", "loss_scale"])]
+    assert keys == ["loss_lr", "custom"]  # loss_scale is not a component loss
+    keys = [p.key for p in view.panels_for(["loss", "eval_loss", "loss_cls", "data_time", "mem_host_rss"])]
+    assert keys == ["loss_lr", "eval", "components", "timing", "memory", "custom"]
+
+
+def test_parse_thresholds() -> None:
+    limits, bad = view.parse_thresholds("grad_norm > 10, loss < 0.01; loss > 5\nnonsense")
+    assert limits == {"grad_norm": (None, 10.0), "loss": (0.01, 5.0)}
+    assert bad == ["nonsense"]
+    assert view.parse_thresholds("") == ({}, [])
+
+
+# ----------------------------------------------------------------------------- zoom
+def test_zoom_event_maps_x_to_steps_and_back() -> None:
+    df = frame(100)  # steps 10..1000, t 1000..1049.5
+    steps = df["step"].to_numpy()
+    xs = view.monotonic_x(df["t"].to_numpy() - 1000.0)  # relative seconds
+    state = view.ZoomState()
+    assert view.apply_zoom_event(state, {"chart": "chart_loss_lr", "x0": 4.5, "x1": 9.5}, xs, steps, False)
+    assert (state.lo, state.hi) == pytest.approx((100.0, 200.0))
+    assert view.x_range_for(state, xs, xs, steps) == pytest.approx((4.5, 9.5))
+    # the same event again changes nothing; a reset clears it
+    assert not view.apply_zoom_event(state, {"x0": 4.5, "x1": 9.5}, xs, steps, False)
+    assert view.apply_zoom_event(state, {"reset": True}, xs, steps, False) and not state.active
+
+
+def test_zoom_event_past_the_newest_point_keeps_its_width() -> None:
+    steps = np.array([1, 2, 3, 4])
+    xs = steps.astype(float)
+    state = view.ZoomState()
+    view.apply_zoom_event(state, {"x0": 3, "x1": 10}, xs, steps, False)
+    assert (state.lo, state.hi) == (3.0, 10.0)
+    assert view.x_range_for(state, xs, xs, steps) == (3.0, 10.0)
+
+
+def test_zoom_event_with_dates_and_garbage() -> None:
+    t = pd.to_datetime(np.array([0, 10, 20], dtype=float), unit="s").to_numpy()
+    steps = np.array([1, 2, 3])
+    xs = view.monotonic_x(t)
+    state = view.ZoomState()
+    assert view.apply_zoom_event(state, {"x0": "1970-01-01 00:00:05", "x1": "1970-01-01 00:00:15"}, xs, steps, True)
+    assert (state.lo, state.hi) == pytest.approx((1.5, 2.5))
+    lo, hi = view.x_range_for(state, t, xs, steps)
+    assert pd.Timestamp(lo) == pd.Timestamp("1970-01-01 00:00:05")
+    for junk in (None, [], {"x0": "drop table", "x1": 3}, {"x0": {"a": 1}, "x1": 2}, {"x0": "9" * 100, "x1": 1}):
+        assert not view.apply_zoom_event(view.ZoomState(), junk, xs, steps, True)
+    assert not view.apply_zoom_event(view.ZoomState(), {"x0": math.nan, "x1": 1}, xs, steps, False)
+
+
+def test_legend_event() -> None:
+    state = view.ZoomState()
+    assert view.apply_legend_event(state, {"chart": "chart_eval", "hidden": ["lr", 3, "lr"]}, ["chart_eval"])
+    assert state.hidden == {"chart_eval": ["lr"]}
+    assert not view.apply_legend_event(state, {"chart": "chart_eval", "hidden": ["lr"]}, ["chart_eval"])
+    assert not view.apply_legend_event(state, {"chart": "other", "hidden": []}, ["chart_eval"])
+    assert not view.apply_legend_event(state, "junk", ["chart_eval"])
+
+
+def test_rows_for_a_zoomed_range() -> None:
+    steps = np.arange(1, 101)
+    assert view.rows_in_steps(steps, None, None) == slice(0, 100)
+    assert view.rows_in_steps(steps, 10, 20) == slice(8, 21)  # steps 9..21: one neighbour each side
+    df = pd.DataFrame({"step": steps})
+    rows = view.zoomed_rows(df, view.ZoomState(lo=50, hi=60))
+    assert rows[0] == 0 and list(df["step"].to_numpy()[rows[1:]]) == list(range(49, 62))
+    assert view.zoomed_rows(df, view.ZoomState()) == slice(None)
+
+
+# ----------------------------------------------------------------------------- figures
+def test_live_figures_hold_the_panels_traces_zoom_and_hidden_entries() -> None:
+    n = 5000
+    df = frame(n, throughput=np.full(n, 800.0), grad_norm=np.linspace(0, 20, n), eval_loss=np.nan)
+    df.loc[df.index[::500], "eval_loss"] = 2.0
+    settings = view.ChartSettings(panels=("loss_lr", "speed_grad", "eval"), thresholds={"grad_norm": (None, 0.5)})
+    zoom = view.ZoomState(lo=1000, hi=2000, hidden={"chart_loss_lr": ["lr"]})
+    logged = {"eval_loss": df["eval_loss"].notna().to_numpy()}
+    figs = view.live_figures(df, settings, zoom, logged)
+    assert list(figs) == ["loss_lr", "speed_grad", "eval"]
+    loss_lr = figs["loss_lr"]
+    names = [t.name for t in loss_lr.data]
+    assert "loss" in names and "loss (raw)" in names and "lr" in names
+    assert {t.name: t.visible for t in loss_lr.data}["lr"] == "legendonly"
+    assert loss_lr.layout.yaxis2.overlaying == "y"
+    assert tuple(loss_lr.layout.xaxis.range) == pytest.approx((1000, 2000))
+    # zoomed: the range is drawn at full resolution (every step 1000..2000 plus neighbours)
+    raw = next(t for t in loss_lr.data if t.name == "loss (raw)")
+    assert sum(1000 <= x <= 2000 for x in raw.x) == 101
+    assert any("threshold" in (t.name or "") for t in figs["speed_grad"].data)
+    unzoomed = view.live_figures(df, settings, view.ZoomState())
+    assert unzoomed["loss_lr"].layout.xaxis.range is None
