@@ -81,7 +81,8 @@ def dual_axis_figure(
         log_y2: log scale on the right axis.
         title, y_title, y2_title: labels; axis titles default to the metric names.
         height: figure height in px (None = plotly's default).
-        markers: metrics drawn as lines with markers (sparse series such as ``eval_loss``).
+        markers: metrics drawn raw (never smoothed) as lines with markers: sparse series such as
+            ``eval_loss``, where an EMA over a handful of points would only lag.
 
     Returns:
         The figure. Trace names: ``<metric>`` (smoothed, or raw when smoothing is 0),
@@ -284,77 +285,85 @@ class _MetricPlot:
 
 def _add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: _MetricPlot, logged: Masks, n_out: int) -> Any:
     """Add one metric's traces; return the x of its first non-finite point, or None."""
-    rows = logged_rows(df, plot.metric, logged) & _valid_x(xa.values)
-    rows = np.flatnonzero(rows)
-    if rows.size == 0:
+    selected = _select(df, xa, plot.metric, logged)
+    if selected is None:
         return None
-    xv = xa.values[rows]
-    y = df[plot.metric].to_numpy(dtype=np.float64)[rows]
-    if xv.size > 1 and not _non_decreasing(xv):
-        order = np.argsort(xv, kind="stable")
-        xv, y, rows = xv[order], y[order], rows[order]
+    xv, y, steps = selected
     picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
-    finite = np.isfinite(y)
-    drawn = _drawable(y, plot.log)
+    x_drawn, y_drawn = xv[picked], y[picked]
     line_mode = "lines+markers" if plot.with_markers else "lines"
+    common = {"mode": line_mode, "legendgroup": plot.metric, "yaxis": plot.yaxis}
     if plot.smoothing > 0:
-        smooth = _drawable(ema_debiased(y, plot.smoothing), plot.log)
+        smooth = ema_debiased(y, plot.smoothing)[picked]
+        raw_style = {"line": {"color": plot.color, "width": 1}, "opacity": RAW_OPACITY, "showlegend": False}
         fig.add_trace(
             _scatter(
-                picked.size,
-                x=xv[picked],
-                y=drawn[picked],
+                x_drawn,
+                _drawable(y_drawn, plot.log),
                 name=f"{plot.metric} (raw)",
-                mode=line_mode,
-                line={"color": plot.color, "width": 1},
-                opacity=RAW_OPACITY,
-                legendgroup=plot.metric,
-                showlegend=False,
-                yaxis=plot.yaxis,
                 hovertemplate=f"{plot.metric} raw: %{{y:.4g}}<extra></extra>",
+                **raw_style,
+                **common,
             )
         )
         fig.add_trace(
             _scatter(
-                picked.size,
-                x=xv[picked],
-                y=smooth[picked],
+                x_drawn,
+                _drawable(smooth, plot.log),
                 name=plot.metric,
-                mode=line_mode,
                 line={"color": plot.color, "width": 2},
-                legendgroup=plot.metric,
-                yaxis=plot.yaxis,
                 hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                **common,
             )
         )
     else:
         fig.add_trace(
             _scatter(
-                picked.size,
-                x=xv[picked],
-                y=drawn[picked],
+                x_drawn,
+                _drawable(y_drawn, plot.log),
                 name=plot.metric,
-                mode=line_mode,
                 line={"color": plot.color, "width": 1.5},
-                legendgroup=plot.metric,
-                yaxis=plot.yaxis,
                 hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                **common,
             )
         )
     if plot.threshold is not None:
-        _add_threshold(fig, xv[picked], y[picked], plot)
-    bad = picked[~finite[picked]]
+        _add_threshold(fig, x_drawn, y_drawn, plot)
+    bad = picked[~np.isfinite(y_drawn)]
     if bad.size == 0:
         return None
-    _add_nonfinite_markers(fig, xv, y, bad, plot, df["step"].to_numpy()[rows] if "step" in df.columns else None)
-    return xv[np.flatnonzero(~finite)[0]]
+    _add_nonfinite_markers(fig, xv, y, bad, plot, steps)
+    return xv[bad[0]]
+
+
+def _select(
+    df: pd.DataFrame, xa: XAxis, metric: str, logged: Masks
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """x, y and step of the rows where ``metric`` was logged and x is valid, sorted by x."""
+    y = df[metric].to_numpy(dtype=np.float64)
+    xv = xa.values
+    steps = df["step"].to_numpy() if "step" in df.columns else None
+    keep = logged_rows(df, metric, logged) & _valid_x(xv)
+    if not keep.all():  # copying 1M rows costs milliseconds: only when some rows drop out
+        rows = np.flatnonzero(keep)
+        if rows.size == 0:
+            return None
+        xv, y = xv[rows], y[rows]
+        steps = steps[rows] if steps is not None else None
+    if y.size == 0:
+        return None
+    if not _non_decreasing(xv):  # wall time can step back after a clock change
+        order = np.argsort(xv, kind="stable")
+        xv, y = xv[order], y[order]
+        steps = steps[order] if steps is not None else None
+    return xv, y, steps
 
 
 def _add_nonfinite_markers(
     fig: go.Figure, xv: np.ndarray, y: np.ndarray, bad: np.ndarray, plot: _MetricPlot, steps: np.ndarray | None
 ) -> None:
     """Red X markers for NaN/±inf: a NaN has no height, so it sits at the last finite value before it."""
-    anchor = _anchor_values(y, plot.log)[bad]
+    anchor = _anchor_values(y, bad, plot.log)
     labels = [_nonfinite_label(v) for v in y[bad]]
     where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
     fig.add_trace(
@@ -487,8 +496,9 @@ def _plain_x(value: Any, is_datetime: bool) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _scatter(n_points: int, **kwargs: Any) -> go.Scatter | go.Scattergl:
-    return go.Scattergl(**kwargs) if n_points > GL_MIN_POINTS else go.Scatter(**kwargs)
+def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
+    trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
+    return trace(x=x, y=y, **kwargs)
 
 
 def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
@@ -500,11 +510,14 @@ def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
     return out
 
 
-def _anchor_values(y: np.ndarray, log: bool) -> np.ndarray:
-    """Per point, the last drawable value at or before it (else the first after; else 1 or 0)."""
-    drawable = pd.Series(_drawable(y, log))
-    filled = drawable.ffill().bfill().to_numpy()
-    return np.where(np.isnan(filled), 1.0 if log else 0.0, filled)
+def _anchor_values(y: np.ndarray, bad: np.ndarray, log: bool) -> np.ndarray:
+    """For each position in ``bad``, the last drawable value before it (else the first after; else 1 or 0)."""
+    good = np.flatnonzero(~np.isnan(_drawable(y, log)))
+    if good.size == 0:
+        return np.full(bad.size, 1.0 if log else 0.0)
+    before = np.searchsorted(good, bad) - 1  # bad positions are never in good
+    source = good[np.where(before >= 0, before, 0)]
+    return y[source]
 
 
 def _valid_x(values: np.ndarray) -> np.ndarray:
