@@ -374,6 +374,7 @@ def _add_nonfinite_markers(
             mode="markers",
             marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
             legendgroup=plot.metric,
+            showlegend=False,  # hover tells what it is; the legend stays one line per metric
             yaxis=plot.yaxis,
             text=[f"{plot.metric} = {label} at {w}" for label, w in zip(labels, where, strict=True)],
             hovertemplate="%{text}<extra></extra>",
@@ -416,6 +417,7 @@ def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: _MetricP
             mode="markers",
             marker={"size": 6, "color": THRESHOLD_COLOR},
             legendgroup=plot.metric,
+            showlegend=False,
             yaxis=plot.yaxis,
             hovertemplate=f"{plot.metric}: %{{y:.4g}} (beyond threshold)<extra></extra>",
         )
@@ -425,6 +427,11 @@ def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: _MetricP
 def _add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa: XAxis) -> None:
     """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
     with an annotation fails on datetime axes)."""
+    # plotly autoranges over annotations: text running off the data would widen the x axis, so
+    # the label extends towards the middle of the data (usually left: runs die near their end).
+    valid = xa.values[_valid_x(xa.values)]
+    mid = valid[0] + (valid[-1] - valid[0]) / 2 if valid.size else x_value
+    anchor = "right" if x_value > mid else "left"
     x_value = _plain_x(x_value, xa.is_datetime)
     fig.add_shape(
         type="line",
@@ -436,14 +443,17 @@ def _add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa
         y1=1,
         line={"color": NONFINITE_COLOR, "width": 1, "dash": "dot"},
     )
-    at = f"{x_value:g}" if isinstance(x_value, (int, float)) else str(x_value)
+    if isinstance(x_value, pd.Timestamp):
+        at = x_value.strftime("%Y-%m-%d %H:%M:%S")
+    else:
+        at = f"{x_value:g}" if isinstance(x_value, (int, float)) else str(x_value)
     fig.add_annotation(
         x=x_value,
         xref="x",
         y=1,
         yref="paper",
         yanchor="top",
-        xanchor="left",
+        xanchor=anchor,
         text=f"first non-finite {', '.join(names)} @ {xa.title} {at}",
         showarrow=False,
         font={"color": NONFINITE_COLOR, "size": 11},
@@ -465,10 +475,17 @@ def _layout(
     height: int | None,
 ) -> None:
     fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}} if title else None,
+        title=_title(title),
         height=height,
-        margin={"l": 55, "r": 55 if y2_title else 15, "t": 50 if title else 30, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+        margin={"l": 55, "r": 55 if y2_title else 15, "t": 60 if title else 30, "b": 40},
+        # with a title the legend moves right of it, on the same line
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.02,
+            "xanchor": "right" if title else "left",
+            "x": 1 if title else 0,
+        },
         hovermode="x",
         uirevision=uirevision,
         xaxis={"title": {"text": xa.title}, "type": "date" if xa.is_datetime else "linear"},
@@ -481,6 +498,8 @@ def _layout(
                 "type": "log" if log_y2 else "linear",
                 "overlaying": "y",
                 "side": "right",
+                # plotly.js 3 syncs an overlaying axis' ticks to the left grid, giving values like 0.000886
+                "tickmode": "auto",
                 "showgrid": False,
                 "exponentformat": "power",
             }
@@ -489,10 +508,26 @@ def _layout(
         fig.update_xaxes(range=list(x_range), autorange=False)
 
 
+def _title(title: str | None) -> dict[str, Any] | None:
+    if not title:
+        return None
+    return {
+        "text": title,
+        "x": 0,
+        "xanchor": "left",
+        "xref": "paper",
+        "y": 1,
+        "yref": "container",
+        "yanchor": "top",
+        "pad": {"t": 8},
+        "font": {"size": 14},
+    }
+
+
 def _plain_x(value: Any, is_datetime: bool) -> Any:
-    """A numpy scalar as a value plotly shapes accept (Timestamp for dates, float otherwise)."""
+    """A numpy scalar as a value plotly shapes accept (whole milliseconds for dates, float otherwise)."""
     if is_datetime:
-        return pd.Timestamp(value)
+        return pd.Timestamp(value).round("ms")
     return value.item() if hasattr(value, "item") else value
 
 

@@ -57,6 +57,7 @@ def test_traces_and_axes_with_smoothing():
     assert traces["loss"].line.color == traces["loss (raw)"].line.color
     assert fig.data[0].name == "loss (raw)"  # raw drawn first, i.e. behind
     assert fig.layout.yaxis.title.text == "loss, grad_norm" and fig.layout.yaxis2.title.text == "lr"
+    assert fig.layout.yaxis2.tickmode == "auto"
     assert fig.layout.legend.orientation == "h"
 
 
@@ -118,6 +119,15 @@ def test_nonfinite_markers_and_first_nonfinite_line():
     assert sorted(s.x0 for s in lines) == [5000, 10_000]
     texts = [a.text for a in fig.layout.annotations]
     assert any("loss" in t and "5000" in t for t in texts)
+
+
+def test_first_nonfinite_label_runs_towards_the_middle():
+    # plotly autoranges over annotations: a label running right of the last point would widen the axis
+    for at, anchor in ((18_000, "right"), (1000, "left")):
+        df = make_frame(20_000)
+        df.loc[at, "loss"] = math.nan
+        (label,) = dual_axis_figure(df, "step", ["loss"]).layout.annotations
+        assert label.xanchor == anchor and label.x == at + 1
 
 
 def test_nonfinite_marker_before_any_finite_value():
@@ -204,7 +214,8 @@ def test_time_x_range_and_vline():
     fig = dual_axis_figure(df, "time", ["loss"], x_range=(lo, hi))
     assert tuple(fig.layout.xaxis.range) == (lo, hi)
     line = next(s for s in fig.layout.shapes if s.yref == "paper")
-    assert pd.Timestamp(line.x0) == pd.Timestamp(T0 + 501 * 0.2, unit="s").round("us")
+    assert pd.Timestamp(line.x0) == pd.Timestamp(T0 + 501 * 0.2, unit="s").round("ms")
+    assert any(a.text.endswith("2025-12-02 18:01:40") for a in fig.layout.annotations)
 
 
 def test_logged_masks_keep_sparse_eval_columns_clean():
