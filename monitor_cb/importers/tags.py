@@ -1,0 +1,91 @@
+"""MindFormers' TensorBoard tags -> our metric names and units (pure functions, no I/O).
+
+MindFormers 1.9 (``MFLossMonitor.print_output_info``) writes through tensorboardX, which replaces
+characters outside ``[-/\\w.]`` by ``_`` in tag names: ``"loss vs samples"`` is stored as
+``"loss_vs_samples"``. Both spellings are accepted here. The table is documented in
+``docs/TENSORBOARD.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from monitor_cb.record import RESERVED_KEYS
+
+
+def _ms_to_s(value: float) -> float:
+    return value / 1000.0
+
+
+def _to_int(value: float) -> float | int:
+    return int(value) if math.isfinite(value) and value == int(value) else value
+
+
+# tag -> (our name, conversion of the value or None)
+TAG_MAP: dict[str, tuple[str, Callable[[float], float | int] | None]] = {
+    "loss": ("loss", None),
+    "learning-rate": ("lr", None),
+    "grad-norm": ("grad_norm", None),
+    "batch-size": ("batch_size", _to_int),  # global batch size
+    "loss-scale": ("loss_scale", None),
+    "iteration-time": ("step_time", _ms_to_s),  # MindFormers writes int(milliseconds)
+    "throughput": ("throughput", None),  # samples/s per device
+    "model-flops-throughput-per-npu": ("tflops_per_npu", None),  # TFLOP/s per device
+    "B-samples-per-day": ("b_samples_per_day", None),  # billions of samples/day, all devices
+    "lm-loss": ("loss_lm", None),
+    "mtp-loss": ("loss_mtp", None),
+    "load-balancing-loss": ("loss_load_balancing", None),
+    "indexer-loss": ("loss_indexer", None),
+}
+
+# "X vs samples" (as MindFormers spells it) and "X_vs_samples" (as tensorboardX stores it).
+_VS_SAMPLES = re.compile(r"^(?P<base>.+?)(?: vs samples|_vs_samples)$")
+_NOT_NAME = re.compile(r"[^a-z0-9_]+")
+TEXT_SUFFIX = "/text_summary"  # tensorboardX's add_text appends it to the tag
+
+
+def sanitize(tag: str) -> str:
+    """A tag as a metric key: lower case, runs of other characters -> ``_``.
+
+    ``"max_attention_logit/layer.0"`` -> ``"max_attention_logit_layer_0"``. Names that would
+    collide with the reserved keys (``step``, ``t``, ``rank``, ``seg``), ``event``, ``samples`` or
+    that come out empty get a ``tb_`` prefix.
+    """
+    name = _NOT_NAME.sub("_", tag.lower()).strip("_")
+    if not name or name in RESERVED_KEYS or name in {"event", "samples"} or name[0].isdigit():
+        name = f"tb_{name}"
+    return name
+
+
+def samples_base(tag: str) -> str | None:
+    """The base tag of a "vs samples" variant (``"loss_vs_samples"`` -> ``"loss"``), else None."""
+    match = _VS_SAMPLES.match(tag)
+    return match.group("base") if match else None
+
+
+def metric_name(tag: str) -> str:
+    """Our key for a TensorBoard scalar tag (mapped name, else :func:`sanitize`)."""
+    mapped = TAG_MAP.get(tag)
+    return mapped[0] if mapped else sanitize(tag)
+
+
+def convert(tag: str, value: float) -> float | int:
+    """The value in our units (``iteration-time`` ms -> s, ``batch-size`` -> int)."""
+    mapped = TAG_MAP.get(tag)
+    if mapped and mapped[1] is not None:
+        return mapped[1](value)
+    return value
+
+
+def subdir_metric_name(subdir: str, tag: str) -> str:
+    """Key for a scalar found in a subdirectory of a rank directory.
+
+    tensorboardX's ``add_scalars(main_tag, {key: v})`` writes tag ``main_tag`` into
+    ``<logdir>/<main_tag>/<key>/``; the subdirectory path then names the series
+    (``max_attention_logit/layer.0/head_3`` -> ``max_attention_logit_layer_0_head_3``).
+    """
+    if subdir == tag or subdir.startswith(tag + "/"):
+        return sanitize(subdir)
+    return sanitize(f"{subdir}/{tag}")
