@@ -1,0 +1,125 @@
+"""Decode a large chunk in one polars call: the fast path for full loads.
+
+polars rejects both non-finite spellings (``"NaN"`` strings in a Float64 column and
+bare ``NaN`` tokens), so each is first swapped for a sentinel number that no metric
+plausibly takes (a subnormal double near 3e-323) and swapped back after parsing.
+Whatever this path cannot decode with certainty (a parse error, a key outside the
+schema, a null, a duplicate key) returns None and the caller falls back to
+:mod:`monitor_cb.ingest.lines`, so the fast path is never the only judge of a line.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+
+import numpy as np
+
+from monitor_cb.ingest.batch import BOOL, FLOAT, MISSING_INT, TEXT, Batch
+
+# token -> sentinel text; the doubles these parse to are mapped back after parsing
+_SENTINELS = {"NaN": "2.5e-323", "Infinity": "3e-323", "-Infinity": "3.5e-323"}
+_SENTINEL_VALUES = {float(text): float(token) for token, text in _SENTINELS.items()}
+_RESERVED_INT = ("step", "rank", "seg")
+_WS = b" \t\r"
+
+
+def substitute_nonfinite(data: bytes) -> bytes:
+    """Replace every NaN / Infinity value token (quoted or bare) by its sentinel number."""
+    spans: list[tuple[int, int, bytes]] = []
+    for token in (b"NaN", b"Infinity"):
+        pos = data.find(token)
+        while pos >= 0:
+            span = _value_span(data, pos, token)
+            if span is not None:
+                spans.append(span)
+            pos = data.find(token, pos + len(token))
+    if not spans:
+        return data
+    spans.sort()
+    pieces: list[bytes] = []
+    last = 0
+    for start, end, text in spans:
+        pieces.append(data[last:start])
+        pieces.append(text)
+        last = end
+    pieces.append(data[last:])
+    return b"".join(pieces)
+
+
+def _value_span(data: bytes, pos: int, token: bytes) -> tuple[int, int, bytes] | None:
+    """(start, end, sentinel) when the token at ``pos`` is a whole JSON value after a key."""
+    start, end = pos, pos + len(token)
+    name = token.decode()
+    if token == b"Infinity" and data[start - 1 : start] == b"-":
+        start -= 1
+        name = "-Infinity"
+    if data[start - 1 : start] == b'"' and data[end : end + 1] == b'"':
+        start, end = start - 1, end + 1
+    before = start - 1
+    while before >= 0 and data[before] in _WS:
+        before -= 1
+    after = end
+    while after < len(data) and data[after] in _WS:
+        after += 1
+    if before < 0 or data[before] != ord(":") or after >= len(data) or data[after] not in b",}":
+        return None  # inside a string or somewhere else a value cannot be
+    return start, end, _SENTINELS[name].encode()
+
+
+def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> Batch | None:
+    """Decode complete lines with polars under the schema ``kinds``; None when unsure."""
+    if any(kind not in (FLOAT, BOOL, TEXT) for kind in kinds.values()):
+        return None
+    import polars as pl
+
+    schema: dict[str, pl.DataType] = {"step": pl.Int64(), "rank": pl.Int64(), "seg": pl.Int64(), "t": pl.Float64()}
+    for key, kind in kinds.items():
+        if key not in schema:
+            schema[key] = {FLOAT: pl.Float64(), BOOL: pl.Boolean(), TEXT: pl.String()}[kind]
+    try:
+        frame = pl.read_ndjson(io.BytesIO(substitute_nonfinite(data)), schema=schema)
+    except Exception:  # noqa: BLE001 - any polars complaint sends the chunk to the careful path
+        return None
+    # Every ``"key":`` in the chunk must have landed in a non-null cell: otherwise a key
+    # was outside the schema, a value was null or nested, or a key was duplicated.
+    cells = int(sum(frame.height - count for count in frame.null_count().row(0)))
+    if cells != data.count(b'":'):
+        return None
+    return _to_batch(frame, kinds, line_cap)
+
+
+def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch | None:
+    import polars as pl
+
+    assert isinstance(frame, pl.DataFrame)
+    batch = Batch(
+        step=frame["step"].fill_null(MISSING_INT).to_numpy(),
+        seg=frame["seg"].fill_null(MISSING_INT).to_numpy(),
+        rank=frame["rank"].fill_null(MISSING_INT).to_numpy(),
+        t=_floats(frame["t"]),
+    )
+    for key, kind in kinds.items():
+        if key in ("step", "rank", "seg", "t"):
+            continue
+        column = frame[key]
+        logged = column.is_not_null().to_numpy()
+        if kind == TEXT:
+            if (column.str.len_bytes().max() or 0) > line_cap:
+                return None  # a value this long means the line was over the cap
+            batch.texts[key] = (column.to_numpy().astype(object), logged)
+        elif kind == BOOL:
+            batch.floats[key] = (column.cast(pl.Float64).fill_null(np.nan).to_numpy(), logged)
+        else:
+            batch.floats[key] = (_floats(column), logged)
+    return batch
+
+
+def _floats(column: object) -> np.ndarray:
+    """Float64 values with nulls as NaN and the sentinels turned back into NaN / ±inf."""
+    values = column.fill_null(np.nan).to_numpy().astype(np.float64, copy=True)  # type: ignore[attr-defined]
+    tiny = (values > 0) & (values < 1e-322)  # one cheap pass; sentinels are rare
+    if tiny.any():
+        for sentinel, real in _SENTINEL_VALUES.items():
+            values[tiny & (values == sentinel)] = real
+    return values

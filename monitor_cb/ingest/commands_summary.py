@@ -1,0 +1,76 @@
+"""``python -m monitor_cb summary RUN [--json]``: status, steps, last values, bad lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from monitor_cb.ingest.commands_common import add_run_arguments, open_run
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract for tools)")
+
+
+def run(args: argparse.Namespace) -> int:
+    store, run_id = open_run(args)
+    summary = build_summary(store, run_id)
+    if args.json:
+        print(json.dumps(summary, indent=1, allow_nan=False))
+    else:
+        _print_text(summary)
+    return 0
+
+
+def build_summary(store: Any, run_id: str) -> dict[str, Any]:
+    """The summary as plain JSON-safe data (non-finite floats as "NaN" / "Infinity" strings)."""
+    from monitor_cb.record import encode_value
+
+    info = store.run_info(run_id)
+    frame = store.frame(run_id)
+    last: dict[str, Any] = {}
+    for column in frame.columns:
+        if column in ("step", "t", "rank", "seg"):
+            continue
+        logged = store.logged_mask(run_id, column)
+        if logged.any():
+            row = int(logged.nonzero()[0][-1])
+            value = frame[column].iloc[row]
+            last[column] = {"step": int(frame["step"].iloc[row]), "value": encode_value(_plain(value))}
+    return {
+        "id": info.id,
+        "name": info.name,
+        "path": str(info.path),
+        "status": info.status,
+        "reason": info.reason,
+        "ranks": list(info.ranks),
+        "records": info.n_records,
+        "first_step": info.first_step,
+        "last_step": info.last_step,
+        "last_write": info.last_write,
+        "bad_lines": info.bad_lines,
+        "last_values": last,
+    }
+
+
+def _plain(value: Any) -> Any:
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
+def _print_text(summary: dict[str, Any]) -> None:
+    out = sys.stdout
+    reason = f" ({summary['reason']})" if summary["reason"] else ""
+    out.write(f"run        {summary['id']}  [{summary['name']}]\n")
+    out.write(f"status     {summary['status']}{reason}\n")
+    out.write(f"ranks      {', '.join(map(str, summary['ranks'])) or '-'}\n")
+    out.write(f"records    {summary['records']}  steps {summary['first_step']} .. {summary['last_step']}\n")
+    out.write(f"bad lines  {summary['bad_lines']}\n")
+    for name, entry in summary["last_values"].items():
+        value = entry["value"]
+        shown = f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)
+        out.write(f"  {name:<24} {shown}  (step {entry['step']})\n")

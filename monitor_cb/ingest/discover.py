@@ -1,0 +1,70 @@
+"""Find runs under a log root: directories holding ``*.jsonl`` metrics files.
+
+Hidden entries are skipped, and so is anything that resolves outside the root
+(a symlink pointing elsewhere, a name with ``..``): the reader never leaves it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from monitor_cb.ingest.safepath import is_within
+from monitor_cb.record import METRICS_SUFFIX
+
+DEFAULT_MAX_DEPTH = 3  # logs/<group>/<sub>/<run>
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory found under the root."""
+
+    id: str  # path relative to the root, POSIX; "." when the root itself is the run
+    path: Path
+    files: tuple[Path, ...]  # its metrics files, sorted
+
+
+def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, RunDir]:
+    """Every run under ``root`` (the root included), keyed by id."""
+    runs: dict[str, RunDir] = {}
+    if not root.is_dir():
+        return runs
+    seen: set[str] = set()
+    stack: list[tuple[Path, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        directory, parts = stack.pop()
+        real = os.path.realpath(directory)
+        if real in seen:  # symlink loops inside the root
+            continue
+        seen.add(real)
+        files, subdirs = _scan(directory, root)
+        if files:
+            run_id = "/".join(parts) or "."
+            runs[run_id] = RunDir(run_id, directory, tuple(sorted(files)))
+        if len(parts) < max_depth:
+            stack.extend((sub, (*parts, sub.name)) for sub in subdirs)
+    return runs
+
+
+def _scan(directory: Path, root: Path) -> tuple[list[Path], list[Path]]:
+    files: list[Path] = []
+    subdirs: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return files, subdirs
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_symlink() and not is_within(path, root):
+                continue
+            if entry.is_dir():
+                subdirs.append(path)
+            elif entry.name.endswith(METRICS_SUFFIX) and entry.is_file():
+                files.append(path)
+        except OSError:
+            continue
+    return files, subdirs

@@ -1,0 +1,279 @@
+"""RunStore: the reading side's one entry point, shared by every dashboard session.
+
+One store per server process holds one :class:`MetricsSource` per file, so fifty
+viewers of a run cost one read per poll. Run ids come only from discovery under the
+root; anything else is refused, so a URL cannot make the store read elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
+from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
+from monitor_cb.ingest.parse import BULK_MIN_BYTES
+from monitor_cb.ingest.safepath import is_within
+from monitor_cb.ingest.source import MetricsSource
+from monitor_cb.ingest.status import FileActivity, StatusPolicy, combine, file_status
+from monitor_cb.record import meta_path_for, rank_from_filename
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ENV_ROOT = "MONITOR_CB_LOGDIR"
+DEFAULT_ROOT = "logs"
+_META_CAP = 1 << 20
+_RECENT = 64  # records used for the usual interval
+
+
+def default_root() -> Path:
+    """The log root: ``$MONITOR_CB_LOGDIR``, else ``./logs``."""
+    return Path(os.environ.get(ENV_ROOT) or DEFAULT_ROOT)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the run list shows about one run."""
+
+    id: str
+    name: str
+    path: Path
+    ranks: tuple[int, ...]
+    n_records: int
+    first_step: int | None
+    last_step: int | None
+    last_write: float
+    status: str
+    reason: str | None
+    meta: dict[str, Any] = field(hash=False, compare=False)
+    bad_lines: int = 0
+
+
+class _Run:
+    """A discovered run: its sources (one per file) and a cache of the merged frame."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.dir = run_dir
+        self.sources: dict[Path, MetricsSource] = {}
+        self.lock = threading.Lock()
+        self.merged: dict[tuple[Any, ...], tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]] = {}
+
+
+class RunStore:
+    """Discover runs under ``root`` and read them incrementally; thread-safe.
+
+    Args:
+        root: log root; default :func:`default_root`.
+        policy: thresholds for stalled / crashed.
+        rescan_interval_s: directories are listed again at most this often.
+        max_depth: how deep runs may be nested under the root.
+        line_cap: longer lines are skipped as bad.
+        bulk_min_bytes: chunks at least this large are parsed with polars.
+        clock: Unix time source (tests drive it).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        policy: StatusPolicy | None = None,
+        rescan_interval_s: float = 2.0,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        line_cap: int = DEFAULT_LINE_CAP,
+        bulk_min_bytes: int = BULK_MIN_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.policy = policy or StatusPolicy()
+        self.rescan_interval_s = rescan_interval_s
+        self.max_depth = max_depth
+        self.line_cap = line_cap
+        self.bulk_min_bytes = bulk_min_bytes
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._scanned_at = -float("inf")
+        self._meta: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------ discovery
+    def refresh(self, force: bool = False) -> None:
+        """List the root's directories again (at most every ``rescan_interval_s`` unless forced)."""
+        now = time.monotonic()
+        with self._lock:
+            if not force and now - self._scanned_at < self.rescan_interval_s:
+                return
+            self._scanned_at = now
+            found = discover_runs(self.root, self.max_depth)
+            runs: dict[str, _Run] = {}
+            for run_id, run_dir in found.items():
+                run = self._runs.get(run_id) or _Run(run_dir)
+                run.dir = run_dir
+                run.sources = {path: run.sources.get(path) or self._source(path) for path in run_dir.files}
+                runs[run_id] = run
+            self._runs = runs
+
+    def _source(self, path: Path) -> MetricsSource:
+        rank = rank_from_filename(path)
+        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes)
+
+    def _run(self, run_id: str) -> _Run:
+        self.refresh()
+        run = self._runs.get(run_id)
+        if run is None:
+            self.refresh(force=True)  # a run that appeared since the last listing
+            run = self._runs.get(run_id)
+        if run is None:
+            raise KeyError(f"no run {run_id!r} under {self.root}; known runs: {sorted(self._runs)[:20]}")
+        return run
+
+    # ------------------------------------------------------------------ polling
+    def poll(self) -> int:
+        """Read new records of every known run; returns how many were taken."""
+        return sum(source.poll() for run in list(self._runs.values()) for source in list(run.sources.values()))
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run with its status, newest write first; cheap enough for every refresh."""
+        self.refresh()
+        self.poll()
+        infos = [self._info(run) for run in list(self._runs.values())]
+        return sorted(infos, key=lambda info: info.last_write, reverse=True)
+
+    def run_info(self, run_id: str) -> RunInfo:
+        """One run's :class:`RunInfo` (polled first)."""
+        run = self._run(run_id)
+        for source in list(run.sources.values()):
+            source.poll()
+        return self._info(run)
+
+    def _info(self, run: _Run) -> RunInfo:
+        sources = list(run.sources.values())
+        now = self.clock()
+        statuses = []
+        metas = []
+        for source in sources:
+            meta = self._read_meta(source.path)
+            metas.append(meta)
+            with source.lock:
+                activity = FileActivity(meta, source.tail.mtime, source.tail.pending > 0, source.table.times(_RECENT))
+            statuses.append(file_status(activity, now, self.policy))
+        status, reason = combine(statuses)
+        meta = next((m for m, s in zip(metas, sources, strict=True) if s.table.rank == 0 and m), None) or next(
+            (m for m in metas if m), {}
+        )
+        firsts = [s.table.first_step for s in sources if s.table.n]
+        lasts = [s.table.last_step for s in sources if s.table.n]
+        return RunInfo(
+            id=run.dir.id,
+            name=str(meta.get("name") or (run.dir.path.name if run.dir.id != "." else self.root.resolve().name)),
+            path=run.dir.path,
+            ranks=tuple(sorted({s.table.rank for s in sources})),
+            n_records=sum(s.table.n for s in sources),
+            first_step=min(firsts) if firsts else None,  # type: ignore[type-var]
+            last_step=max(lasts) if lasts else None,  # type: ignore[type-var]
+            last_write=max((s.tail.mtime for s in sources), default=0.0),
+            status=status,
+            reason=reason,
+            meta=meta,
+            bad_lines=sum(s.bad_count for s in sources),
+        )
+
+    def _read_meta(self, metrics_path: Path) -> dict[str, Any]:
+        path = meta_path_for(metrics_path)
+        try:
+            st = path.stat()
+        except OSError:
+            return {}
+        key = (st.st_mtime_ns, st.st_ino)
+        cached = self._meta.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        meta: dict[str, Any] = {}
+        if st.st_size <= _META_CAP and is_within(path, self.root):
+            try:
+                data = json.loads(path.read_bytes())
+                meta = data if isinstance(data, dict) else {}
+            except (OSError, ValueError, RecursionError):
+                meta = {}
+        self._meta[path] = (key, meta)
+        return meta
+
+    # ------------------------------------------------------------------ frames
+    def frame(self, run_id: str, rank: int | None = None, *, all_segments: bool = False) -> pd.DataFrame:
+        """The run's rows sorted by step (latest segment wins per step); new bytes are read first.
+
+        Args:
+            run_id: a :attr:`RunInfo.id`.
+            rank: one rank; default all ranks merged (sorted by step, then rank).
+            all_segments: keep rows of earlier segments that a resume repeated.
+        """
+        return self._frame_and_masks(run_id, rank, all_segments)[0]
+
+    def logged_mask(
+        self, run_id: str, column: str, rank: int | None = None, *, all_segments: bool = False
+    ) -> np.ndarray:
+        """Per row of :meth:`frame`: True where ``column`` was logged (a NaN included), False where absent.
+
+        Reads nothing new, so it lines up with the frame the last :meth:`frame` call returned
+        (unless another thread polled this run in between).
+        """
+        _, parts = self._frame_and_masks(run_id, rank, all_segments, poll=False)
+        masks = []
+        for source, _order in parts:
+            try:
+                masks.append(source.logged(column, all_segments))
+            except KeyError:
+                masks.append(np.zeros(len(source.frame(all_segments)), bool))
+        if len(masks) == 1:
+            return masks[0]
+        order = parts[0][1]
+        return np.concatenate(masks)[order]
+
+    def bad_lines(self, run_id: str) -> list[tuple[Path, BadLine]]:
+        """Skipped lines (first ones, with their byte offsets) of every file of the run."""
+        run = self._run(run_id)
+        return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
+
+    def _frame_and_masks(
+        self, run_id: str, rank: int | None, all_segments: bool, poll: bool = True
+    ) -> tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]:
+        run = self._run(run_id)
+        sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
+        for source in sources if poll else ():
+            source.poll()
+        if rank is not None:
+            sources = [s for s in sources if s.table.rank == rank]
+            if not sources:
+                raise KeyError(f"run {run_id!r} has no rank {rank}")
+        if len(sources) == 1:
+            return sources[0].frame(all_segments), [(sources[0], np.empty(0, np.int64))]
+        return self._merged(run, sources, all_segments)
+
+    def _merged(
+        self, run: _Run, sources: list[MetricsSource], all_segments: bool
+    ) -> tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]:
+        import pandas as pd
+
+        frames = [s.frame(all_segments) for s in sources]
+        key = (all_segments, *((id(s), s.table.version) for s in sources))
+        with run.lock:
+            hit = run.merged.get(key)
+            if hit is None:
+                if not frames:
+                    merged = pd.DataFrame({"step": np.empty(0, np.int64)})
+                    order = np.empty(0, np.int64)
+                else:
+                    both = pd.concat(frames, ignore_index=True)
+                    order = np.lexsort((both["rank"].to_numpy(), both["step"].to_numpy()))
+                    merged = both.take(order).reset_index(drop=True)
+                run.merged = {key: (merged, [(s, order) for s in sources])}
+                hit = run.merged[key]
+        return hit

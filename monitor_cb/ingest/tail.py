@@ -1,0 +1,150 @@
+"""Follow one growing file by byte offset: only new complete lines, nothing twice.
+
+A poll is one ``stat`` when nothing changed. When something did, the file is opened
+and checked against what was read before: same inode, not shorter than the offset,
+and the same bytes at the start and just before the offset (inode numbers are
+reused, so identity alone cannot tell a recreated file). Any mismatch means the file
+was truncated or replaced: reading restarts at zero and the caller is told, so old
+and new data are never mixed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
+from monitor_cb.ingest.safepath import is_within
+
+FINGERPRINT_BYTES = 4096
+READ_CHUNK = 64 << 20  # bytes handed to the parser at once; bounds memory on huge files
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Complete lines read from ``offset``; ``reset`` means the file restarted before them."""
+
+    offset: int
+    data: bytes
+    reset: bool = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An over-long line (no newline within the cap) skipped from ``offset``."""
+
+    offset: int
+
+
+class FileTail:
+    """Byte-offset reader of one metrics file (not thread-safe: the owner holds a lock).
+
+    Args:
+        path: the file.
+        root: reading is refused when ``path`` resolves outside this directory.
+        line_cap: a partial line longer than this is skipped rather than buffered.
+    """
+
+    def __init__(self, path: Path, root: Path | None = None, line_cap: int = DEFAULT_LINE_CAP) -> None:
+        self.path = path
+        self.root = root
+        self.line_cap = line_cap
+        self.offset = 0
+        self.size = 0  # file size at the last poll
+        self.mtime = 0.0  # file mtime at the last poll (Unix s)
+        self.resets = 0
+        self.missing = False
+        self._signature: tuple[int, ...] | None = None
+        self._ident: tuple[int, int] | None = None
+        self._head = b""
+        self._window = b""
+        self._skipping = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes after the last newline: a line still being written, or torn by a crash."""
+        return max(self.size - self.offset, 0)
+
+    def poll(self) -> Iterator[Chunk | Skipped]:
+        """Yield what is new since the last poll; nothing when the file did not change."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self.missing = True
+            return
+        self.missing = False
+        signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if signature == self._signature:
+            return
+        if not stat.S_ISREG(st.st_mode) or (self.root is not None and not is_within(self.path, self.root)):
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            yield from self._read(fd)
+        finally:
+            os.close(fd)
+
+    def _read(self, fd: int) -> Iterator[Chunk | Skipped]:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        if self.offset and not self._same_file(fd, st):
+            self._restart()
+            yield Chunk(0, b"", reset=True)
+        self.size, self.mtime = st.st_size, st.st_mtime
+        self._ident = (st.st_ino, st.st_dev)
+        while self.offset < st.st_size:
+            data = os.pread(fd, min(st.st_size - self.offset, READ_CHUNK), self.offset)
+            if not data:
+                break
+            item = self._consume(fd, data)
+            if item is None:
+                break
+            yield item
+        # Only now: a reader that stopped half-way must see the change again next poll.
+        self._signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def _consume(self, fd: int, data: bytes) -> Chunk | Skipped | None:
+        start = self.offset
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) <= self.line_cap and not self._skipping:
+                return None  # a line still being written: "not yet"
+            self._advance(fd, start + len(data))
+            was_skipping, self._skipping = self._skipping, True
+            return None if was_skipping else Skipped(start)
+        if self._skipping:  # the rest of an over-long line, up to its newline
+            cut = data.find(b"\n") + 1
+            self._skipping = False
+            self._advance(fd, start + cut)
+            return Chunk(start + cut, b"") if cut == end else self._consume(fd, data[cut:])
+        self._advance(fd, start + end)
+        return Chunk(start, data[:end])
+
+    def _advance(self, fd: int, offset: int) -> None:
+        self.offset = offset
+        if len(self._head) < FINGERPRINT_BYTES:
+            self._head = os.pread(fd, min(offset, FINGERPRINT_BYTES), 0)
+        low = max(offset - FINGERPRINT_BYTES, 0)
+        self._window = os.pread(fd, offset - low, low)
+
+    def _same_file(self, fd: int, st: os.stat_result) -> bool:
+        if (st.st_ino, st.st_dev) != self._ident or st.st_size < self.offset:
+            return False
+        if os.pread(fd, len(self._head), 0) != self._head:
+            return False
+        low = self.offset - len(self._window)
+        return os.pread(fd, len(self._window), low) == self._window
+
+    def _restart(self) -> None:
+        self.offset = 0
+        self._head = b""
+        self._window = b""
+        self._skipping = False
+        self.resets += 1

@@ -1,0 +1,78 @@
+"""ChunkParser: the polars fast path and the orjson path give the same batch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from monitor_cb.ingest.batch import Batch
+from monitor_cb.ingest.bulk import substitute_nonfinite
+from monitor_cb.ingest.parse import ChunkParser
+from tests.ingest.helpers import legacy_line, line
+
+
+def collector_lines(n: int) -> bytes:
+    out = []
+    for s in range(1, n + 1):
+        rec = {"step": s, "t": 100.0 + s, "rank": 0, "seg": 1, "loss": math.nan if s % 7 == 0 else 1.0 / s}
+        rec["grad_norm"] = math.inf if s % 11 == 0 else -math.inf if s % 13 == 0 else float(s)
+        rec["overflow"] = s % 5 == 0
+        if s % 10 == 0:
+            out.append(line(rec))
+            rec = {"step": s, "t": 100.5 + s, "rank": 0, "seg": 1, "eval_loss": 2.0 + s}
+        out.append(line(rec))
+    return b"".join(out)
+
+
+def legacy_lines(n: int) -> bytes:
+    return b"".join(
+        legacy_line({"step": s, "loss": math.nan if s % 3 == 0 else float(s), "lr": 0.1, "ts": 5.0 + s})
+        for s in range(1, n + 1)
+    )
+
+
+def assert_same(a: Batch, b: Batch) -> None:
+    for name in ("step", "seg", "rank"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    np.testing.assert_array_equal(a.t, b.t)
+    assert sorted(a.floats) == sorted(b.floats)
+    for key in a.floats:
+        np.testing.assert_array_equal(a.floats[key][0], b.floats[key][0])  # NaN == NaN here
+        np.testing.assert_array_equal(a.floats[key][1], b.floats[key][1])
+    assert sorted(a.texts) == sorted(b.texts)
+    for key in a.texts:
+        np.testing.assert_array_equal(a.texts[key][1], b.texts[key][1])
+        assert list(a.texts[key][0][a.texts[key][1]]) == list(b.texts[key][0][b.texts[key][1]])
+
+
+@pytest.mark.parametrize("kind", ["collector", "legacy"])
+def test_fast_path_equals_slow_path(kind: str) -> None:
+    data = collector_lines(3000) if kind == "collector" else legacy_lines(3000)
+    fast, slow = ChunkParser(bulk_min_bytes=0), ChunkParser(bulk_min_bytes=1 << 40)
+    fast_batch, fast_bad = fast.parse(data, 0)
+    slow_batch, slow_bad = slow.parse(data, 0)
+    assert fast.bulk_chunks == 1, "polars should have decoded this chunk"
+    assert fast_bad == slow_bad == []
+    assert_same(fast_batch, slow_batch)
+    loss = fast_batch.floats["loss"]
+    assert np.isnan(loss[0][loss[1]]).sum() > 0  # logged NaNs survived
+    if kind == "legacy":
+        assert fast_batch.t[0] == 6.0 and "ts" not in fast_batch.floats  # ts maps to t
+
+
+def test_fast_path_declines_what_it_cannot_judge_and_slow_path_decides() -> None:
+    data = collector_lines(2000) + b'{"step":5000,"surprise":1.5,"config":{"a":1}}\n' + b"garbage\n"
+    parser = ChunkParser(bulk_min_bytes=0)
+    batch, bad = parser.parse(data, 0)
+    assert parser.bulk_chunks == 0
+    assert len(bad) == 1 and bad[0].offset == len(data) - len(b"garbage\n")
+    assert batch.floats["surprise"][1].sum() == 1
+
+
+def test_substitution_only_touches_values() -> None:
+    data = b'{"a":"NaN","b": NaN ,"c":-Infinity,"d":"-Infinity","msg":"NaN is bad","e":"x NaN"}\n'
+    out = substitute_nonfinite(data)
+    assert b'"msg":"NaN is bad"' in out and b'"e":"x NaN"' in out
+    assert b'"a":2.5e-323' in out and b'"d":3.5e-323' in out and b'"c":3.5e-323' in out

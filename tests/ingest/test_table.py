@@ -1,0 +1,90 @@
+"""RankTable: merging by (segment, step), schema drift, resumes, growth and views."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from monitor_cb.ingest.batch import records_to_batch
+from monitor_cb.ingest.table import RankTable
+
+
+def table_of(*chunks: list[dict[str, Any]]) -> RankTable:
+    table = RankTable()
+    for chunk in chunks:
+        table.append(records_to_batch(chunk))
+    return table
+
+
+def test_same_step_different_keys_merge_into_one_row() -> None:
+    table = table_of(
+        [{"step": 1, "seg": 1, "loss": 2.0}, {"step": 2, "seg": 1, "loss": 1.5}],
+        [{"step": 2, "seg": 1, "eval_loss": 1.7}],  # next poll: eval at the same step
+    )
+    frame = table.frame()
+    assert list(frame["step"]) == [1, 2]
+    assert frame["loss"].iloc[1] == 1.5 and frame["eval_loss"].iloc[1] == 1.7
+    assert list(table.logged("eval_loss")) == [False, True]
+
+
+def test_schema_drift_adds_a_column_not_logged_before() -> None:
+    table = table_of([{"step": s, "loss": 1.0} for s in range(1, 4)], [{"step": 4, "loss": 1.0, "grad_norm": 3.0}])
+    frame = table.frame()
+    assert list(frame.columns[:4]) == ["step", "t", "rank", "seg"]
+    assert np.isnan(frame["grad_norm"].iloc[0]) and frame["grad_norm"].iloc[3] == 3.0
+    assert list(table.logged("grad_norm")) == [False, False, False, True]
+
+
+def test_logged_nan_differs_from_not_logged() -> None:
+    table = table_of([{"step": 1, "loss": "NaN"}, {"step": 2}, {"step": 3, "loss": "-Infinity"}])
+    frame = table.frame()
+    assert math.isnan(frame["loss"].iloc[0]) and math.isnan(frame["loss"].iloc[1])
+    assert frame["loss"].iloc[2] == -math.inf
+    assert list(table.logged("loss")) == [True, False, True]
+
+
+def test_resumed_run_latest_segment_wins_older_rows_kept() -> None:
+    first = [{"step": s, "seg": 1, "loss": 10.0 + s} for s in range(1, 11)]
+    second = [{"step": s, "seg": 2, "loss": 20.0 + s} for s in range(6, 13)]
+    table = table_of(first, second)
+    frame = table.frame()
+    assert list(frame["step"]) == list(range(1, 13))
+    assert list(frame["seg"]) == [1] * 5 + [2] * 7
+    assert frame.loc[frame["step"] == 8, "loss"].item() == 28.0
+    every = table.frame(all_segments=True)
+    assert len(every) == 17
+    assert sorted(every.loc[every["step"] == 8, "loss"]) == [18.0, 28.0]
+
+
+def test_file_without_segments_starts_one_where_steps_go_back() -> None:
+    table = table_of([{"step": s, "loss": 1.0} for s in range(1, 6)], [{"step": s, "loss": 2.0} for s in range(3, 8)])
+    frame = table.frame()
+    assert list(frame["step"]) == list(range(1, 8))
+    assert list(frame["loss"]) == [1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    assert len(table.frame(all_segments=True)) == 10
+
+
+def test_out_of_order_steps_are_sorted_in() -> None:
+    table = table_of([{"step": s, "seg": 1, "x": float(s)} for s in (1, 5, 9)], [{"step": 3, "seg": 1, "x": 3.0}])
+    assert list(table.frame()["step"]) == [1, 3, 5, 9]
+    assert list(table.frame()["x"]) == [1.0, 3.0, 5.0, 9.0]
+
+
+def test_growth_keeps_every_row_and_frame_is_a_view() -> None:
+    table = RankTable()
+    for start in range(0, 5000, 250):
+        table.append(records_to_batch([{"step": s + 1, "seg": 1, "loss": float(s)} for s in range(start, start + 250)]))
+    frame = table.frame()
+    assert len(frame) == 5000 and frame["loss"].iloc[-1] == 4999.0
+    assert np.shares_memory(frame["loss"].to_numpy(), table.floats["loss"].values)
+    assert table.frame() is frame  # unchanged: the cached frame, nothing rebuilt
+
+
+def test_frame_handed_out_never_changes_under_its_reader() -> None:
+    table = table_of([{"step": s, "seg": 1, "loss": 1.0} for s in range(1, 4)])
+    before = table.frame()
+    table.append(records_to_batch([{"step": 3, "seg": 1, "loss": 9.0}]))  # rewrites a visible row
+    assert before["loss"].iloc[2] == 1.0
+    assert table.frame()["loss"].iloc[2] == 9.0
