@@ -1,0 +1,307 @@
+"""``LiveMonitor``: a MindSpore callback that streams training metrics to JSONL.
+
+The callback is a thin adapter: each hook calls one helper; parsing lives in
+:mod:`monitor_cb.extract` and :mod:`monitor_cb.lr`, the NaN policy in
+:mod:`monitor_cb.guard`, and all I/O in :class:`monitor_cb.writer.MetricsWriter`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mindspore as ms
+from mindspore.train import Callback
+
+from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
+from monitor_cb.guard import NanGuard
+from monitor_cb.lr import find_optimizer, global_step, lr_metrics
+from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
+from monitor_cb.writer import MetricsWriter, MonitorWarning
+
+
+class LiveMonitor(Callback):
+    """Log training metrics of ``Model.train`` / ``Model.fit`` to a run directory, live.
+
+    Example:
+        >>> model.train(epochs, dataset, callbacks=[LiveMonitor("logs/exp001", log_interval=10)])
+        >>> LiveMonitor(log_file="logs/exp001/metrics.jsonl", log_interval=20)  # the article's spelling
+
+    Files are opened in ``on_train_begin`` (never in ``__init__``: under ``msrun`` a
+    scheduler process also runs the script) and closed at train end with status
+    ``finished``, on an exception with ``failed`` (``stopped`` for Ctrl-C), or with
+    ``stopped`` and the reason when the NaN guard stopped training. Each rank writes
+    its own file (``metrics.rank{R}.jsonl``) unless ``rank_zero_only``.
+
+    Logged metrics (one record every ``log_interval`` steps; keys absent when unknown):
+        ``epoch``; ``loss`` and, for dict/named tuple outputs, ``loss_<name>``;
+        ``lr`` (the rate used at that step; ``lr_group<i>`` for other parameter groups);
+        ``throughput`` (samples/s over the interval) and ``tokens_per_s`` (when a sequence
+        length is given or the inputs are 2-D integer token ids); ``samples`` (seen so far);
+        ``step_time`` (seconds per step over the interval, eval time excluded; the first
+        interval includes graph compilation); ``data_time`` (seconds per step spent
+        between one step's end and the next step's begin); ``grad_norm``, ``loss_scale``,
+        ``overflow`` (from the train cell's outputs, see ``layout``); ``mem_device``,
+        ``mem_device_peak`` (Ascend/GPU), ``mem_host_rss``.
+        After each ``Model.fit`` evaluation: ``eval_<metric>`` at the last train step.
+        When the guard stops training: a record with ``event="guard_stop"`` and ``reason``.
+
+    Args:
+        log_dir: run directory (``logs/exp001``), created if missing.
+        log_file: alternatively the metrics file itself (``logs/exp001/metrics.jsonl``).
+        log_interval: log every this many steps.
+        batch_size: samples per step per rank; default from the first input's shape.
+        seq_length: tokens per sample, for ``tokens_per_s``.
+        rank_zero_only: only rank 0 writes (the guard still runs on every rank).
+        config: hyperparameters or a MindFormers config, stored in the run metadata.
+        run_name: display name; default the run directory's name.
+        on_nan: ``"warn"`` (record and warn) or ``"stop"`` (also stop training).
+        nan_patience: stop after this many consecutive non-finite losses.
+        max_grad_norm: a gradient norm above this is a guard event (stop with ``"stop"``).
+        layout: the train cell's output layout (``"plain"``, ``"grad_norm"``,
+            ``"loss_scale"``, ``"mindformers"``); default from the train cell's class.
+        loss_names: names for a tuple of component losses returned by the network.
+        log_memory: log device and host memory.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        log_file: str | os.PathLike[str] | None = None,
+        log_interval: int = 10,
+        batch_size: int | None = None,
+        seq_length: int | None = None,
+        rank_zero_only: bool = False,
+        config: Mapping[str, Any] | None = None,
+        run_name: str | None = None,
+        on_nan: str = "warn",
+        nan_patience: int = 1,
+        max_grad_norm: float | None = None,
+        layout: str | None = None,
+        loss_names: Sequence[str] | None = None,
+        log_memory: bool = True,
+    ) -> None:
+        super().__init__()
+        if log_dir is None and log_file is None:
+            raise ValueError("LiveMonitor needs a run directory (LiveMonitor('logs/exp001')) or log_file=...")
+        if log_dir is not None and log_file is not None:
+            raise ValueError("give either log_dir or log_file, not both")
+        _check_positive_int("log_interval", log_interval)
+        _check_positive_int("batch_size", batch_size, optional=True)
+        _check_positive_int("seq_length", seq_length, optional=True)
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping (dict), got {type(config).__name__}")
+        self.log_dir, self.log_file = log_dir, log_file
+        self.log_interval = int(log_interval)
+        self.batch_size, self.seq_length = batch_size, seq_length
+        self.rank_zero_only = rank_zero_only
+        self.config, self.run_name = dict(config or {}), run_name
+        self.guard = NanGuard(on_nan, nan_patience, max_grad_norm)
+        self.layout = None if layout is None else check_layout(layout)
+        self.loss_names = tuple(loss_names) if loss_names else None
+        self.log_memory = log_memory
+        self.writer: MetricsWriter | None = None
+        self._warned: set[str] = set()
+        self.stop_reason: str | None = None
+        self._data_wait, self._last_end = 0.0, time.perf_counter()
+
+    # ------------------------------------------------------------------ hooks
+    def on_train_begin(self, run_context: Any) -> None:
+        self._safely("begin", self._begin, run_context.original_args())
+
+    def on_train_step_begin(self, run_context: Any) -> None:
+        self._data_wait += time.perf_counter() - self._last_end
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        self._safely("step", self._step_end, run_context)
+
+    def on_eval_begin(self, run_context: Any) -> None:
+        self._eval_start = time.perf_counter()
+
+    def on_eval_end(self, run_context: Any) -> None:
+        self._safely("eval", self._eval_end, run_context.original_args())
+
+    def on_train_end(self, run_context: Any) -> None:
+        self._close("stopped" if self.stop_reason else "finished", self.stop_reason)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Model enters callbacks once for training and once per evaluation: only an
+        # exception ends the run here; a normal end is on_train_end's job.
+        if exc_type is not None:
+            interrupted = issubclass(exc_type, KeyboardInterrupt)
+            self._close("stopped" if interrupted else "failed", f"{exc_type.__name__}: {exc}")
+
+    # ---------------------------------------------------------------- helpers
+    def _begin(self, cb: Any) -> None:
+        self._close("finished", None)  # a previous train() call's writer, if on_train_end never came
+        self.stop_reason = None
+        self.guard = NanGuard(self.guard.on_nan, self.guard.patience, self.guard.max_grad_norm)
+        network = cb.get("train_network")
+        self._layout = self.layout or layout_for_cell(network)
+        self._optimizer = find_optimizer(cb)
+        self._cur_base = int(cb.get("cur_step_num") or 0)
+        self._step = self._logged_step = self._interval_step = global_step(self._optimizer) or 0
+        self._step_base = self._step
+        self._batch, self._seq = self.batch_size, self.seq_length
+        self._samples = 0
+        self._data_wait = self._eval_time = 0.0
+        self._eval_start = None
+        self._interval_t0 = self._last_end = time.perf_counter()
+        self._epoch = None
+        self._memory = [device_memory_reader(), host_memory_reader()] if self.log_memory else []
+        rank, world_size, device_id = rank_info()
+        if self.rank_zero_only and rank != 0:
+            return
+        self.writer = MetricsWriter(
+            self.log_dir,
+            log_file=self.log_file,
+            rank=rank,
+            world_size=world_size,
+            config=self.config,
+            run_name=self.run_name,
+            extra_meta=self._run_meta(cb, network, device_id),
+        )
+
+    def _run_meta(self, cb: Any, network: Any, device_id: int | None) -> Metrics:
+        epochs, per_epoch = cb.get("epoch_num"), cb.get("batch_num")
+        meta: Metrics = {
+            "mindspore_version": ms.__version__,
+            "mindformers_version": _installed_version("mindformers"),
+            "device_id": device_id,
+            "device_target": ms.get_context("device_target"),
+            "epochs": epochs,
+            "steps_per_epoch": per_epoch,
+            "total_steps": epochs * per_epoch if epochs and per_epoch else None,
+            "first_step": self._step + 1,
+            "log_interval": self.log_interval,
+            "dataset_sink_mode": bool(cb.get("dataset_sink_mode")),
+            "train_cell": type(network).__name__,
+            "output_layout": self._layout,
+            "optimizer": type(self._optimizer).__name__ if self._optimizer is not None else None,
+            "on_nan": self.guard.on_nan,
+        }
+        if self._batch:
+            meta["batch_size"] = self._batch
+        if self._seq:
+            meta["seq_length"] = self._seq
+        return meta
+
+    def _step_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        step = self._step_base + int(cb.get("cur_step_num") or 0) - self._cur_base
+        steps_done = max(step - self._step, 1)  # sink mode: one callback covers several steps
+        self._step, self._epoch = step, cb.get("cur_epoch_num")
+        if self._batch is None:
+            self._learn_shapes(cb)
+        self._samples += (self._batch or 0) * steps_done
+        metrics = self._parse(cb.get("net_outputs"))
+        verdict = self.guard.check(step, metrics.get("loss"), metrics.get("grad_norm"))
+        due = step // self.log_interval > self._logged_step // self.log_interval
+        if (due or verdict.record) and self.writer is not None:
+            self._log_step(step, metrics)
+        if verdict.warning:
+            self._warn(f"guard-{verdict.kind}-{verdict.stop}", verdict.warning)
+        if verdict.stop:
+            self._stop(run_context, step, verdict.reason)
+        self._last_end = time.perf_counter()
+
+    def _parse(self, outputs: Any) -> Metrics:
+        try:
+            return parse_outputs(self._layout, outputs, self.loss_names)
+        except Exception as exc:  # noqa: BLE001 - a wrong layout must not stop training
+            self._warn("layout", f"cannot read the train cell's outputs as layout {self._layout!r} ({exc!r})")
+            return parse_plain(outputs, self.loss_names)
+
+    def _log_step(self, step: int, metrics: Metrics) -> None:
+        now = time.perf_counter()
+        steps = max(step - self._interval_step, 1)
+        elapsed = max(now - self._interval_t0 - self._eval_time, 1e-9)
+        record: Metrics = {"epoch": self._epoch, **metrics}
+        if "lr" not in record:
+            record.update(lr_metrics(self._optimizer))
+        record["step_time"] = elapsed / steps
+        record["data_time"] = self._data_wait / steps
+        if self._batch:
+            record["throughput"] = self._batch * steps / elapsed
+            record["samples"] = self._samples
+            if self._seq:
+                record["tokens_per_s"] = record["throughput"] * self._seq
+        for read in self._memory:
+            record.update(read())
+        self.writer.log_dict(record, step=step)
+        self._logged_step = self._interval_step = step
+        self._interval_t0, self._data_wait, self._eval_time = now, 0.0, 0.0
+
+    def _learn_shapes(self, cb: Any) -> None:
+        element = cb.get("train_dataset_element")
+        first = element[0] if isinstance(element, (list, tuple)) and element else None
+        shape = tuple(getattr(first, "shape", ()) or ())
+        if shape:
+            self._batch = int(shape[0])
+        else:
+            dataset = cb.get("train_dataset")
+            self._batch = int(dataset.get_batch_size()) if dataset is not None else 0
+        if self._seq is None and len(shape) == 2 and "int" in str(getattr(first, "dtype", "")).lower():
+            self._seq = int(shape[1])  # 2-D integer inputs are token ids
+        if self.writer is not None:
+            self.writer.update_meta(batch_size=self._batch or None, seq_length=self._seq)
+
+    def _eval_end(self, cb: Any) -> None:
+        if self._eval_start is not None:
+            self._eval_time += time.perf_counter() - self._eval_start
+            self._eval_start = None
+        metrics = eval_metrics(cb.get("eval_results"))
+        if metrics and self.writer is not None:
+            self.writer.log_dict({"epoch": self._epoch, **metrics}, step=self._step)
+        self._last_end = time.perf_counter()  # evaluation time is not data-loading time
+
+    def _stop(self, run_context: Any, step: int, reason: str | None) -> None:
+        self.stop_reason = reason
+        if self.writer is not None:
+            self.writer.log(step=step, event="guard_stop", reason=reason)
+            self.writer.update_meta(reason=reason)
+            self.writer.flush()
+        run_context.request_stop()
+
+    def _close(self, status: str, reason: str | None) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close(status, reason)
+
+    def _safely(self, key: str, func: Any, *args: Any) -> None:
+        try:
+            func(*args)
+        except Exception as exc:  # noqa: BLE001 - the monitor must never break training
+            self._warn(f"error-{key}", f"LiveMonitor: {func.__name__} failed ({exc!r}); training continues")
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, MonitorWarning, stacklevel=3)
+
+
+def _check_positive_int(name: str, value: Any, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _installed_version(distribution: str) -> str | None:
+    """A package's version without importing it (importing mindformers takes seconds)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+if "mindformers" in sys.modules:  # MindFormers is loaded anyway: let YAML `type: LiveMonitor` find this class too
+    with contextlib.suppress(Exception):
+        import monitor_cb.mindformers  # noqa: F401
