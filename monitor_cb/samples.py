@@ -6,9 +6,8 @@ lr, noisy power-law loss, grad-norm bumps, noisy throughput, periodic eval). Fai
 by ``faults``: small callables applied to every record, so a later diagnosis task can add its own
 (a NaN, a spike, a stall) without touching the generator.
 
-Timestamps lie in the past, so lines are encoded here with :func:`monitor_cb.record.encode_record`
-in the byte format of :class:`monitor_cb.writer.MetricsWriter` (which stamps ``t`` with the
-current time) and the metadata file is written the way the writer writes it.
+Files are written by the real :class:`monitor_cb.writer.MetricsWriter` (``log_at`` for timestamps in
+the past), so they are byte for byte what a training run leaves.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
-from monitor_cb.record import SCHEMA_VERSION, encode_record, meta_path_for, metrics_filename
+from monitor_cb.record import meta_path_for, metrics_filename
+from monitor_cb.writer import MetricsWriter
 
 _EVAL_STEPS = 20  # an eval pass costs about this many train steps of wall time
 _GIB = 2**30
@@ -149,12 +146,25 @@ def write_run(root: str | Path, spec: RunSpec, now: float | None = None) -> Path
     now = time.time() if now is None else now
     sim = _Simulation(spec, now)
     run_dir = Path(root) / spec.name
-    run_dir.mkdir(parents=True, exist_ok=True)
     metrics = run_dir / metrics_filename(0, 1)
-    lines = [orjson.dumps(encode_record(r), option=orjson.OPT_APPEND_NEWLINE) for r in sim.records()]
-    _replace_bytes(metrics, b"".join(lines))
-    meta = _meta(spec, sim, metrics.name, len(lines))
-    _replace_bytes(meta_path_for(metrics), json.dumps(meta, indent=1, allow_nan=False).encode())
+    for old in (metrics, meta_path_for(metrics)):  # the writer would append as a resumed segment
+        old.unlink(missing_ok=True)
+    writer = MetricsWriter(
+        run_dir,
+        rank=0,
+        world_size=1,
+        config=_config(spec),
+        run_name=spec.name,
+        queue_size=2 * spec.steps // spec.log_every + 64,  # everything fits: nothing is dropped
+        fsync_interval=0,
+        extra_meta=_extra_meta(spec),
+    )
+    writer.update_meta(start_time=sim.start_time, first_start_time=sim.start_time)
+    for record in sim.records():
+        metrics_only = {k: v for k, v in record.items() if k not in ("step", "t", "rank", "seg")}
+        writer.log_at(record["t"], step=record["step"], **metrics_only)
+    writer.close(sim.status, sim.reason, timeout=30.0)
+    _set_end_time(writer.meta_path, sim.end_time)
     return run_dir
 
 
@@ -380,9 +390,8 @@ def _interval_mean(values: np.ndarray, window: int) -> np.ndarray:
     return (cumulative[idx] - cumulative[lo]) / (idx - lo)
 
 
-def _meta(spec: RunSpec, sim: _Simulation, metrics_name: str, written: int) -> dict[str, Any]:
-    """The metadata the writer would leave after ``close(status, reason)``, same keys, same order."""
-    config = {
+def _config(spec: RunSpec) -> dict[str, Any]:
+    return {
         "lr": spec.lr,
         "batch_size": spec.batch_size,
         "seed": spec.seed,
@@ -391,36 +400,19 @@ def _meta(spec: RunSpec, sim: _Simulation, metrics_name: str, written: int) -> d
         "total_steps": spec.steps,
         "schedule": "warmup_cosine",
     }
-    meta: dict[str, Any] = {
-        "schema": SCHEMA_VERSION,
-        "name": spec.name,
-        "status": sim.status,
-        "reason": sim.reason,
-        "start_time": sim.start_time,
-        "first_start_time": sim.start_time,
-        "end_time": sim.end_time,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "argv": ["monitor_cb.samples", spec.name],
-        "python": sys.version.split()[0],
-        "rank": 0,
-        "world_size": 1,
-        "segment": 1,
-        "metrics_file": metrics_name,
-        "config": encode_record(config),
-        "dropped_records": 0,
-        "batch_size": spec.batch_size,
-        "total_steps": spec.steps,
-        "synthetic": True,
-    }
+
+
+def _extra_meta(spec: RunSpec) -> dict[str, Any]:
+    extra: dict[str, Any] = {"batch_size": spec.batch_size, "total_steps": spec.steps, "synthetic": True}
     if spec.seq_length:
-        meta["seq_length"] = spec.seq_length
-    meta["written_records"] = written
-    return meta
+        extra["seq_length"] = spec.seq_length
+    return extra
 
 
-def _replace_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (temp file + rename), as the writer replaces its metadata."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _set_end_time(meta_path: Path, end_time: float) -> None:
+    """``close()`` stamps ``end_time`` with the current time; a sample run ended in the past."""
+    meta = json.loads(meta_path.read_bytes())
+    meta["end_time"] = end_time
+    tmp = meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(json.dumps(meta, indent=1, allow_nan=False).encode())
+    os.replace(tmp, meta_path)
