@@ -16,6 +16,9 @@ Common keyword arguments of every builder:
     logged: per-column "was logged" masks (``RunStore.logged_mask``); without one, every NaN in a
         column is drawn as a logged NaN. Pass it for sparse columns such as ``eval_*``.
     n_out: point budget per trace.
+    rows: row positions (``iloc``: a slice or an index array) to draw, e.g. a zoomed step range at
+        full resolution. Smoothing and the ``elapsed_*`` origin still use the whole frame, so a
+        zoomed curve is the same curve, not one restarted at the zoom's left edge. None = all rows.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from monitor_cb.analysis.smoothing import ema_debiased
 Threshold = float | tuple[float | None, float | None]
 XRange = tuple[Any, Any] | None
 Masks = Mapping[str, ArrayLike] | None
+Rows = ArrayLike | slice | None
 
 DEFAULT_UIREVISION = "monitor"
 NONFINITE_COLOR = "#d62728"
@@ -63,6 +67,7 @@ def dual_axis_figure(
     log_y2: bool = False,
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
+    rows: Rows = None,
     title: str | None = None,
     y_title: str | None = None,
     y2_title: str | None = None,
@@ -90,6 +95,7 @@ def dual_axis_figure(
     """
     ema_debiased([], smoothing)  # validate the weight before any work
     xa = x_axis(df, x)
+    draw = _rows_mask(len(df), rows)
     fig = go.Figure()
     thresholds = thresholds or {}
     first_bad: dict[Any, list[str]] = {}
@@ -108,7 +114,7 @@ def dual_axis_figure(
                 with_markers=metric in markers,
             )
             color_no += 1
-            bad_x = _add_metric(fig, df, xa, plot, logged, n_out)
+            bad_x = _add_metric(fig, df, xa, plot, logged, n_out, draw)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
     for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
@@ -141,6 +147,7 @@ def eval_figure(
     *,
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
+    rows: Rows = None,
 ) -> go.Figure:
     """Train loss against eval metrics: ``*loss*`` evals share the left axis, others (accuracy) go right.
 
@@ -161,6 +168,7 @@ def eval_figure(
         x_range,
         uirevision,
         logged=logged,
+        rows=rows,
         n_out=n_out,
         markers=list(evals),
         y_title="loss",
@@ -180,6 +188,7 @@ def components_figure(
     *,
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
+    rows: Rows = None,
 ) -> go.Figure:
     """The total loss with its components (``loss_<name>`` columns by default) on one axis."""
     if components is None:
@@ -195,6 +204,7 @@ def components_figure(
         x_range,
         uirevision,
         logged=logged,
+        rows=rows,
         n_out=n_out,
         y_title="loss",
     )
@@ -209,6 +219,7 @@ def timing_figure(
     *,
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
+    rows: Rows = None,
 ) -> go.Figure:
     """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
     return dual_axis_figure(
@@ -222,6 +233,7 @@ def timing_figure(
         x_range,
         uirevision,
         logged=logged,
+        rows=rows,
         n_out=n_out,
         y_title="seconds per step",
         y2_title="samples/s",
@@ -236,6 +248,7 @@ def memory_figure(
     *,
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
+    rows: Rows = None,
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
     columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
@@ -254,6 +267,7 @@ def memory_figure(
         x_range,
         uirevision,
         logged=logged,
+        rows=rows,
         n_out=n_out,
         y_title="GiB",
     )
@@ -283,18 +297,33 @@ class _MetricPlot:
     with_markers: bool
 
 
-def _add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: _MetricPlot, logged: Masks, n_out: int) -> Any:
-    """Add one metric's traces; return the x of its first non-finite point, or None."""
-    selected = _select(df, xa, plot.metric, logged)
+def _add_metric(
+    fig: go.Figure,
+    df: pd.DataFrame,
+    xa: XAxis,
+    plot: _MetricPlot,
+    logged: Masks,
+    n_out: int,
+    draw: np.ndarray | None,
+) -> Any:
+    """Add one metric's traces; return the x of its first drawn non-finite point, or None."""
+    selected = _select(df, xa, plot.metric, logged, draw)
     if selected is None:
         return None
-    xv, y, steps = selected
+    xv, y, steps, drawn_rows = selected
+    smooth_all = ema_debiased(y, plot.smoothing) if plot.smoothing > 0 else None
+    if drawn_rows is not None:  # smoothed over everything, drawn only where asked
+        xv, y = xv[drawn_rows], y[drawn_rows]
+        steps = steps[drawn_rows] if steps is not None else None
+        smooth_all = smooth_all[drawn_rows] if smooth_all is not None else None
+        if y.size == 0:
+            return None
     picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
     x_drawn, y_drawn = xv[picked], y[picked]
     line_mode = "lines+markers" if plot.with_markers else "lines"
     common = {"mode": line_mode, "legendgroup": plot.metric, "yaxis": plot.yaxis}
-    if plot.smoothing > 0:
-        smooth = ema_debiased(y, plot.smoothing)[picked]
+    if smooth_all is not None:
+        smooth = smooth_all[picked]
         raw_style = {"line": {"color": plot.color, "width": 1}, "opacity": RAW_OPACITY, "showlegend": False}
         fig.add_trace(
             _scatter(
@@ -337,26 +366,38 @@ def _add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: _MetricPlot, 
 
 
 def _select(
-    df: pd.DataFrame, xa: XAxis, metric: str, logged: Masks
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
-    """x, y and step of the rows where ``metric`` was logged and x is valid, sorted by x."""
+    df: pd.DataFrame, xa: XAxis, metric: str, logged: Masks, draw: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """x, y, step of the rows where ``metric`` was logged and x is valid, sorted by x, and which of them to draw."""
     y = df[metric].to_numpy(dtype=np.float64)
     xv = xa.values
     steps = df["step"].to_numpy() if "step" in df.columns else None
     keep = logged_rows(df, metric, logged) & _valid_x(xv)
     if not keep.all():  # copying 1M rows costs milliseconds: only when some rows drop out
-        rows = np.flatnonzero(keep)
-        if rows.size == 0:
-            return None
-        xv, y = xv[rows], y[rows]
-        steps = steps[rows] if steps is not None else None
+        picked = np.flatnonzero(keep)
+        xv, y = xv[picked], y[picked]
+        steps = steps[picked] if steps is not None else None
+        draw = draw[picked] if draw is not None else None
     if y.size == 0:
         return None
     if not _non_decreasing(xv):  # wall time can step back after a clock change
         order = np.argsort(xv, kind="stable")
         xv, y = xv[order], y[order]
         steps = steps[order] if steps is not None else None
-    return xv, y, steps
+        draw = draw[order] if draw is not None else None
+    return xv, y, steps, (None if draw is None or draw.all() else draw)
+
+
+def _rows_mask(n: int, rows: Rows) -> np.ndarray | None:
+    """``rows`` (slice or positions) as a boolean mask over the frame; None when every row is drawn."""
+    if rows is None:
+        return None
+    mask = np.zeros(n, dtype=bool)
+    if isinstance(rows, slice):
+        mask[rows] = True
+    else:
+        mask[np.asarray(rows, dtype=np.int64)] = True
+    return mask
 
 
 def _add_nonfinite_markers(

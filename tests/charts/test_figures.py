@@ -269,3 +269,18 @@ def test_empty_figure_and_empty_frame():
 def test_bad_smoothing_rejected():
     with pytest.raises(ValueError, match="smoothing"):
         dual_axis_figure(make_frame(10), "step", ["loss"], smoothing=1.0)
+
+
+def test_rows_draws_a_zoomed_range_smoothed_over_the_whole_run():
+    df = make_frame(20_000)
+    df.loc[5500, "loss"] = math.nan
+    full = by_name(dual_axis_figure(df, "step", ["loss"], smoothing=0.9, n_out=100_000))["loss"]
+    zoomed = dual_axis_figure(df, "elapsed_s", ["loss"], smoothing=0.9, rows=slice(5000, 6000))
+    traces = by_name(zoomed)
+    assert len(traces["loss (raw)"].x) == 1000  # every point of the range, no downsampling
+    np.testing.assert_allclose(np.asarray(traces["loss"].y, dtype=float), np.asarray(full.y, dtype=float)[5000:6000])
+    assert traces["loss (raw)"].x[0] == pytest.approx(5000 * 0.2)  # elapsed measured from the run's start
+    assert list(traces["loss non-finite"].x) == [pytest.approx(5500 * 0.2)]
+    positions = dual_axis_figure(df, "step", ["loss"], rows=np.arange(100, 200))
+    assert list(by_name(positions)["loss"].x) == list(range(101, 201))
+    assert len(dual_axis_figure(df, "step", ["loss"], rows=slice(0, 0)).data) == 0
