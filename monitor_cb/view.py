@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 ENV_LOGDIR = "MONITOR_LOGDIR"
+ENV_LOGDIR_ALT = "MONITOR_CB_LOGDIR"  # the reading side's name for the same setting
 DEFAULT_LOGDIR = "logs"
 
 # Sidebar refresh choices: label -> seconds (None = no automatic refresh).
@@ -55,6 +56,8 @@ class RunLike(Protocol):
 def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None) -> Path:
     """The log root: ``--logdir PATH`` (after ``--`` in ``streamlit run``), else ``$MONITOR_LOGDIR``, else ``./logs``.
 
+    ``$MONITOR_CB_LOGDIR`` (the reading side's variable) is honoured when ``$MONITOR_LOGDIR`` is unset.
+
     Returns an absolute, resolved path; it need not exist yet.
     """
     value: str | None = None
@@ -64,7 +67,7 @@ def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
         elif arg.startswith("--logdir="):
             value = arg.split("=", 1)[1]
     if not value:
-        value = env.get(ENV_LOGDIR) or DEFAULT_LOGDIR
+        value = env.get(ENV_LOGDIR) or env.get(ENV_LOGDIR_ALT) or DEFAULT_LOGDIR
     path = Path(value).expanduser()
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
@@ -194,8 +197,25 @@ def is_stale(status: str, age_s: float | None, interval_s: float | None) -> bool
     return age_s > limit
 
 
-def compute_kpis(df: pd.DataFrame, run: RunLike, now: float) -> Kpis:
-    """The KPI row for a run frame (``step``, ``t``, metric columns) and its ``RunInfo``."""
+KPI_COLUMNS = ("epoch", "loss", "lr", "throughput", "grad_norm")
+
+
+def _kpi_value(df: pd.DataFrame, column: str, logged: Mapping[str, np.ndarray] | None) -> float | None:
+    """The value a tile shows: the last logged one (a NaN when NaN was logged last) given a mask."""
+    if logged is not None and column in logged:
+        from monitor_cb.analysis.series import latest
+
+        found = latest(df, column, logged)
+        return None if found is None else found[1]
+    return _last_value(df, column)
+
+
+def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None) -> Kpis:
+    """The KPI row for a run frame (``step``, ``t``, metric columns) and its ``RunInfo``.
+
+    ``logged`` holds "was logged" masks (``RunStore.logged_mask``) for :data:`KPI_COLUMNS`; with a
+    mask a logged NaN shows as NaN, without one a trailing NaN is taken for "not logged here".
+    """
     meta = run.meta or {}
     total = _as_int(meta.get("total_steps"))
     step = int(df["step"].iloc[-1]) if len(df) else run.last_step
@@ -203,7 +223,7 @@ def compute_kpis(df: pd.DataFrame, run: RunLike, now: float) -> Kpis:
     eta = None
     if total and step is not None and speed and run.status in ACTIVE_STATUSES and step < total:
         eta = (total - step) / speed
-    epoch_value = _last_value(df, "epoch")
+    epoch_value = _kpi_value(df, "epoch", logged)
     start = _as_float(meta.get("first_start_time")) or _as_float(meta.get("start_time"))
     if start is None and len(df) and "t" in df.columns:
         start = float(df["t"].iloc[0])
@@ -215,10 +235,10 @@ def compute_kpis(df: pd.DataFrame, run: RunLike, now: float) -> Kpis:
         total_steps=total,
         eta_s=eta,
         epoch=int(epoch_value) if epoch_value is not None and math.isfinite(epoch_value) else None,
-        loss=_last_value(df, "loss"),
-        lr=_last_value(df, "lr"),
-        throughput=_last_value(df, "throughput"),
-        grad_norm=_last_value(df, "grad_norm"),
+        loss=_kpi_value(df, "loss", logged),
+        lr=_kpi_value(df, "lr", logged),
+        throughput=_kpi_value(df, "throughput", logged),
+        grad_norm=_kpi_value(df, "grad_norm", logged),
         elapsed_s=elapsed,
         age_s=age,
         stale=is_stale(run.status, age, typical_interval(df)),

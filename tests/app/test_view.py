@@ -155,7 +155,7 @@ def test_zoom_event_with_dates_and_garbage() -> None:
     state = view.ZoomState()
     assert view.apply_zoom_event(state, {"x0": "1970-01-01 00:00:05", "x1": "1970-01-01 00:00:15"}, xs, steps, True)
     assert (state.lo, state.hi) == pytest.approx((1.5, 2.5))
-    lo, hi = view.x_range_for(state, t, xs, steps)
+    lo, _hi = view.x_range_for(state, t, xs, steps)
     assert pd.Timestamp(lo) == pd.Timestamp("1970-01-01 00:00:05")
     for junk in (None, [], {"x0": "drop table", "x1": 3}, {"x0": {"a": 1}, "x1": 2}, {"x0": "9" * 100, "x1": 1}):
         assert not view.apply_zoom_event(view.ZoomState(), junk, xs, steps, True)

@@ -1,0 +1,113 @@
+"""Streamlit pieces every page shares: the log root, the cached RunStore, the run picker, refresh.
+
+Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``monitor_cb.view``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from monitor_cb import view
+
+QUERY_RUN = "run"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar decided: the root, the runs found, the chosen one and how often to refresh."""
+
+    root: Path
+    runs: tuple[Any, ...]  # RunInfo, newest first
+    run: Any | None  # the selected RunInfo
+    refresh_s: float | None  # None = no automatic refresh (off or paused)
+
+
+def log_root() -> Path:
+    """``--logdir`` after ``--`` on the ``streamlit run`` line, else ``$MONITOR_LOGDIR``, else ``./logs``."""
+    return view.resolve_logdir(sys.argv[1:], os.environ)
+
+
+@st.cache_resource(show_spinner=False)
+def get_store(root: str) -> Any:
+    """One RunStore per log root and server process; it polls files incrementally and is thread-safe."""
+    from monitor_cb.ingest import RunStore
+
+    return RunStore(root)
+
+
+def list_runs(store: Any) -> list[Any]:
+    """All runs under the root, newest first; a broken root becomes an error message, not a traceback."""
+    try:
+        return list(store.list_runs())
+    except OSError as exc:
+        st.error(f"Cannot read the log root: {md(str(exc))}")
+        st.stop()
+    return []  # pragma: no cover - st.stop() raises
+
+
+def md(text: Any) -> str:
+    """User text (run names, paths, metadata) made inert for Streamlit Markdown: no formatting, no links."""
+    return view.escape_markdown(str(text))
+
+
+def run_picker(runs: list[Any]) -> Any | None:
+    """Sidebar: filter box and run select box; the choice is kept in the URL (``?run=<id>``)."""
+    now = time.time()
+    text = st.sidebar.text_input("Filter runs", key="run_filter", placeholder="name, status…")
+    shown = view.filter_runs(runs, text)
+    if not shown:
+        st.sidebar.info("No run matches the filter.")
+        return None
+    ids = [r.id for r in shown]
+    by_id = {r.id: r for r in shown}
+    wanted = st.query_params.get(QUERY_RUN)
+    if wanted and wanted not in {r.id for r in runs}:
+        st.warning(f"The run `{view.escape_code(wanted)}` is no longer under the log root (deleted or moved).")
+    current = view.pick_run(ids, wanted)
+    choice = st.sidebar.selectbox(
+        f"Run ({len(shown)} of {len(runs)})",
+        ids,
+        index=ids.index(current),
+        format_func=lambda rid: view.run_label(by_id[rid], now),
+    )
+    if st.query_params.get(QUERY_RUN) != choice:
+        st.query_params[QUERY_RUN] = choice
+    return by_id[choice]
+
+
+def refresh_control() -> float | None:
+    """Sidebar: refresh interval (off / 1 / 2 / 5 / 10 s) and a pause switch; seconds or None."""
+    labels = list(view.REFRESH_CHOICES)
+    choice = st.sidebar.radio(
+        "Refresh", labels, index=labels.index(view.DEFAULT_REFRESH), horizontal=True, key="refresh"
+    )
+    paused = st.sidebar.toggle(
+        "Pause", key="paused", help="Freeze the charts (zoom and inspect) without losing the run."
+    )
+    if paused:
+        return None
+    return view.REFRESH_CHOICES.get(choice or "off")
+
+
+def sidebar(root: Path, runs: list[Any]) -> Selection:
+    """The whole sidebar; returns the selection the page works on."""
+    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    run = run_picker(runs) if runs else None
+    refresh = refresh_control()
+    if run is not None:
+        st.sidebar.caption(run_summary(run))
+    return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)
+
+
+def run_summary(run: Any) -> str:
+    """One Markdown line about the selected run (its text escaped)."""
+    steps = f"steps {run.first_step}–{run.last_step}" if run.last_step is not None else "no steps yet"
+    ranks = f" · {len(run.ranks)} ranks" if len(getattr(run, "ranks", ()) or ()) > 1 else ""
+    return f"{md(run.name)} · {md(run.status)} · {steps} · {run.n_records:,} records{ranks}"

@@ -1,0 +1,268 @@
+"""The live page: one run's KPIs and charts, redrawn by a fragment while the rest of the page stays put.
+
+Flow: ``sidebar()`` picks the run and the refresh interval -> ``chart_controls()`` reads the chart
+settings -> a fragment (``st.fragment(run_every=...)``) re-reads the run, builds the figures with
+``monitor_cb.view.live_figures`` and draws them. Only the fragment reruns on each tick (about a tenth
+of the bytes of a full-page rerun); any widget change reruns the page.
+
+Zoom: see ``pages/_zoom.py``. The zoom is a step range in session state (the "Steps" inputs above
+the charts); a drag in a chart sets it, a double-click resets it, and each redraw re-applies it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from monitor_cb import view
+from pages import _shared
+from pages._demo import show_empty_root
+from pages._zoom import CHART_KEY_PREFIX, chart_events
+
+ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
+HIDDEN = "legend_hidden"
+X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
+
+
+def live_page() -> None:
+    """The page function given to ``st.Page``."""
+    root = _shared.log_root()
+    store = _shared.get_store(str(root))
+    runs = _shared.list_runs(store)
+    selection = _shared.sidebar(root, runs)
+    if not runs:
+        show_empty_root(root, store)
+        st.stop()
+    if selection.run is None:
+        st.info("No run matches the filter in the sidebar.")
+        st.stop()
+    frame = read_frame(store, selection.run.id)
+    settings = chart_controls(frame, selection.run.id)
+    live_fragment(store, selection.run.id, settings, selection.refresh_s, frozenset(r.id for r in runs))
+
+
+# ----------------------------------------------------------------------------- settings
+def read_frame(store: Any, run_id: str) -> pd.DataFrame | None:
+    """The run's frame, or None when its files vanished between listing and reading."""
+    try:
+        return store.frame(run_id)
+    except (FileNotFoundError, KeyError):
+        return None
+
+
+def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSettings:
+    """The row of chart controls above the charts; they need the run's columns to offer choices."""
+    from monitor_cb.analysis.series import available_x, metric_columns
+
+    columns = list(frame.columns) if frame is not None else ["step"]
+    metrics = metric_columns(frame) if frame is not None else []
+    xs = [x for x in X_LABELS if frame is None or x in available_x(frame)] or ["step"]
+    panels = view.panels_for(columns)
+    panel_titles = {p.key: p.title for p in panels}
+    _reset_zoom_on_run_change(run_id)
+
+    c1, c2, c3, c4 = st.columns([3, 2, 1, 4], vertical_alignment="bottom")
+    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
+    x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
+    log_y = c3.toggle("Log y", key="log_y")
+    defaults = [k for k in view.DEFAULT_PANELS if k in panel_titles]
+    shown = c4.multiselect("Charts", list(panel_titles), default=defaults, format_func=panel_titles.get, key="panels")
+    with st.expander("Axes, thresholds and zoom"):
+        a1, a2 = st.columns(2)
+        custom_left = a1.multiselect("Custom chart: left axis", metrics, default=_first(metrics, "loss"), key="left")
+        custom_right = a2.multiselect("Custom chart: right axis", metrics, default=_first(metrics, "lr"), key="right")
+        text = st.text_input(
+            "Red points beyond a limit",
+            key="thresholds",
+            placeholder="grad_norm > 10, loss > 5",
+            help="One `metric > value` or `metric < value` per limit, separated by commas.",
+        )
+        thresholds, bad = view.parse_thresholds(text)
+        if bad:
+            st.warning("Not understood: " + ", ".join(f"`{view.escape_code(b)}`" for b in bad))
+    zoom_controls(frame)
+    return view.ChartSettings(
+        panels=tuple(shown),
+        x=x or "step",
+        smoothing=float(smoothing),
+        log_y=bool(log_y),
+        thresholds=thresholds,
+        custom_left=tuple(custom_left),
+        custom_right=tuple(custom_right),
+    )
+
+
+def zoom_controls(frame: pd.DataFrame | None) -> None:
+    """Step range inputs (the zoom): a drag in a chart fills them, a double-click or Reset clears them."""
+    st.session_state.setdefault(ZOOM_LO, None)
+    st.session_state.setdefault(ZOOM_HI, None)
+    z1, z2, z3, z4 = st.columns([2, 2, 1, 5], vertical_alignment="bottom")
+    z1.number_input("From step", min_value=0, step=1, key=ZOOM_LO, placeholder="first")
+    z2.number_input("To step", min_value=0, step=1, key=ZOOM_HI, placeholder="latest (follow)")
+    z3.button("Reset zoom", on_click=_reset_zoom, key="reset_zoom")
+    if st.session_state[ZOOM_LO] is not None or st.session_state[ZOOM_HI] is not None:
+        z4.caption(
+            "Zoomed: that step range is re-read at full resolution. Drag in a chart to zoom, double-click to reset."
+        )
+    else:
+        z4.caption("Drag in a chart to zoom (kept while new points arrive); double-click to reset.")
+
+
+def _first(options: list[str], wanted: str) -> list[str]:
+    return [wanted] if wanted in options else options[:1]
+
+
+def _reset_zoom() -> None:
+    st.session_state[ZOOM_LO] = None
+    st.session_state[ZOOM_HI] = None
+
+
+def _reset_zoom_on_run_change(run_id: str) -> None:
+    if st.session_state.get("zoom_run") != run_id:
+        st.session_state["zoom_run"] = run_id
+        _reset_zoom()
+        st.session_state[HIDDEN] = {}
+
+
+def zoom_state() -> view.ZoomState:
+    """The zoom as plain data, from the step inputs and the remembered legend clicks."""
+    lo, hi = st.session_state.get(ZOOM_LO), st.session_state.get(ZOOM_HI)
+    if lo is not None and hi is not None and hi < lo:
+        lo, hi = hi, lo
+    return view.ZoomState(lo=lo, hi=hi, hidden=dict(st.session_state.get(HIDDEN, {})))
+
+
+# ----------------------------------------------------------------------------- the live part
+@dataclass(frozen=True)
+class LiveData:
+    """What one refresh shows."""
+
+    run: Any
+    kpis: view.Kpis
+    banner: str | None
+    figures: dict[str, Any]
+    empty: bool
+
+
+def live_fragment(
+    store: Any, run_id: str, settings: view.ChartSettings, refresh_s: float | None, known: frozenset[str]
+) -> None:
+    """Draw the live part now and, when a refresh interval is set, again every ``refresh_s`` seconds."""
+    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known)
+
+
+def _live_body(store: Any, run_id: str, settings: view.ChartSettings, known: frozenset[str]) -> None:
+    runs = {r.id: r for r in store.list_runs()}
+    if set(runs) != set(known):
+        st.rerun(scope="app")  # a run appeared or vanished: the sidebar must show it
+    run = runs.get(run_id)
+    frame = read_frame(store, run_id) if run is not None else None
+    if run is None or frame is None:
+        st.error(f"The run `{view.escape_code(run_id)}` disappeared from the log root (deleted or moved).")
+        return
+    zoom_event, legend_event = chart_events()
+    if _apply_events(frame, settings, zoom_event, legend_event):
+        st.rerun(scope="app")  # redraw the step inputs with the new zoom
+    data = process(store, run, frame, settings, zoom_state(), time.time())
+    show(data)
+
+
+def _apply_events(frame: pd.DataFrame, settings: view.ChartSettings, zoom_event: Any, legend_event: Any) -> bool:
+    """Turn browser events into session state; True when the zoom changed."""
+    from monitor_cb.analysis.series import x_axis
+
+    if legend_event is not None:
+        state = zoom_state()
+        if view.apply_legend_event(state, legend_event, [CHART_KEY_PREFIX + k for k in view.PANEL_KEYS]):
+            st.session_state[HIDDEN] = state.hidden
+    if zoom_event is None or len(frame) == 0:
+        return False
+    try:
+        xa = x_axis(frame, settings.x)
+    except KeyError:
+        return False
+    state = zoom_state()
+    if not view.apply_zoom_event(
+        state, zoom_event, view.monotonic_x(xa.values), frame["step"].to_numpy(), xa.is_datetime
+    ):
+        return False
+    st.session_state[ZOOM_LO] = None if state.lo is None else max(0, int(np.floor(state.lo)))
+    st.session_state[ZOOM_HI] = None if state.hi is None else max(0, int(np.ceil(state.hi)))
+    return True
+
+
+def process(
+    store: Any, run: Any, frame: pd.DataFrame, settings: view.ChartSettings, zoom: view.ZoomState, now: float
+) -> LiveData:
+    """Everything one refresh shows, computed without Streamlit (the benchmark times this)."""
+    from monitor_cb.analysis.series import first_nonfinite
+
+    if len(frame) == 0:
+        return LiveData(run, view.compute_kpis(frame, run, now), None, {}, True)
+    logged = logged_masks(store, run.id, frame)
+    kpis = view.compute_kpis(frame, run, now, logged)
+    banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
+    figures = view.live_figures(frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}")
+    return LiveData(run, kpis, banner, figures, False)
+
+
+def logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Masks of the rows where the KPI and eval columns were logged, so a gap is not taken for a NaN."""
+    masks = {}
+    for column in frame.columns:
+        if column in view.KPI_COLUMNS or column.startswith("eval_"):
+            try:
+                masks[column] = np.asarray(store.logged_mask(run_id, column), dtype=bool)
+            except (KeyError, ValueError, AttributeError):
+                continue
+    return masks
+
+
+def show(data: LiveData) -> None:
+    """Draw the KPI row, the banners and the charts."""
+    show_kpis(data.kpis, data.run)
+    bad = int(getattr(data.run, "bad_lines", 0) or 0)
+    if bad:
+        st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon="⚠️")
+    if data.run.status in ("failed", "stopped", "crashed") and getattr(data.run, "reason", None):
+        st.error(f"Run {data.run.status}: {_shared.md(data.run.reason)}")
+    if data.banner:
+        st.error(data.banner, icon="🚨")
+    if data.empty:
+        st.info("This run has no records yet; its curves appear here as soon as it writes some.", icon="⏳")
+        return
+    if not data.figures:
+        st.info("No chart selected, or this run has none of the selected charts' metrics.")
+        return
+    for key, fig in data.figures.items():
+        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config={"displaylogo": False}, theme=None)
+
+
+def show_kpis(k: view.Kpis, run: Any) -> None:
+    """One row of metric tiles."""
+    cols = st.columns(8)
+    eta = f"ETA {view.format_duration(k.eta_s)}" if k.eta_s is not None else None
+    cols[0].metric("Step", view.step_text(k), delta=eta, delta_color="off", delta_arrow="off")
+    cols[1].metric("Epoch", "–" if k.epoch is None else str(k.epoch))
+    cols[2].metric("Loss", view.format_value(k.loss), **_red_if_nonfinite(k.loss))
+    cols[3].metric("LR", view.format_value(k.lr, 3))
+    cols[4].metric("Throughput", view.format_value(k.throughput, 4), help="samples/s")
+    cols[5].metric("Grad norm", view.format_value(k.grad_norm), **_red_if_nonfinite(k.grad_norm))
+    cols[6].metric("Elapsed", view.format_duration(k.elapsed_s), delta=run.status, delta_color="off", delta_arrow="off")
+    if k.stale:
+        cols[7].metric(
+            "Last update", view.format_age(k.age_s) + " ago", delta="stale", delta_color="red", delta_arrow="off"
+        )
+    else:
+        cols[7].metric("Last update", view.format_age(k.age_s) + " ago")
+
+
+def _red_if_nonfinite(value: float | None) -> dict[str, Any]:
+    if value is not None and not np.isfinite(value):
+        return {"delta": "non-finite", "delta_color": "red", "delta_arrow": "off"}
+    return {}

@@ -1,0 +1,43 @@
+"""The runs page: every run under the log root in one table (status, steps, last update, problems)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from monitor_cb import view
+from pages import _shared
+from pages._demo import show_empty_root
+
+
+def runs_page() -> None:
+    """The page function given to ``st.Page``."""
+    root = _shared.log_root()
+    store = _shared.get_store(str(root))
+    runs = _shared.list_runs(store)
+    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    if not runs:
+        show_empty_root(root, store)
+        st.stop()
+    st.title("Runs")
+    text = st.text_input("Filter runs", key="runs_filter", placeholder="name, status…")
+    st.dataframe(runs_table(view.filter_runs(runs, text), time.time()), hide_index=True, width="stretch")
+
+
+def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
+    """One row per run; st.dataframe shows the cells as plain text."""
+    return pd.DataFrame(
+        {
+            "run": [r.id for r in runs],
+            "status": [f"{view.STATUS_ICONS.get(r.status, '')} {r.status}" for r in runs],
+            "last step": [r.last_step for r in runs],
+            "records": [r.n_records for r in runs],
+            "ranks": [len(r.ranks or ()) for r in runs],
+            "last update": [view.format_age(now - r.last_write) + " ago" for r in runs],
+            "corrupt lines": [r.bad_lines for r in runs],
+            "reason": [r.reason or "" for r in runs],
+        }
+    )

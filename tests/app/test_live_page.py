@@ -1,0 +1,279 @@
+"""AppTests of the live page: run selection, every control, empty and error states, figure contents."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import DASHBOARD, write_run
+
+TIMEOUT = 60
+
+
+def run_app(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(DASHBOARD, default_timeout=TIMEOUT)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    """The plotly figures on the page, as the JSON spec the browser receives."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    return [_text(fig["layout"].get("title")) for fig in charts(at)]
+
+
+def _text(title: Any) -> str:
+    if isinstance(title, dict):
+        return str(title.get("text", ""))
+    return str(title or "")
+
+
+def trace_names(fig: dict[str, Any]) -> list[str]:
+    return [t.get("name", "") for t in fig["data"]]
+
+
+def metric_values(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def texts(at: AppTest) -> str:
+    parts = [*at.info, *at.warning, *at.error, *at.caption, *at.markdown]
+    return "\n".join(str(p.value) for p in parts)
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+# ----------------------------------------------------------------------------- empty states
+def test_empty_root_offers_demo_and_samples(log_root: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    assert "No runs under" in texts(at)
+    labels = [b.label for b in at.button]
+    assert "Start the demo training" in labels and "Generate sample runs" in labels
+
+
+def test_sample_button_writes_finished_runs_and_shows_them(log_root: Path) -> None:
+    at = run_app()
+    at.button(key="write_samples").click().run()
+    assert_ok(at)
+    assert len([p for p in log_root.iterdir() if not p.name.startswith(".")]) >= 2
+    assert at.sidebar.selectbox[0].options, "the run picker lists the sample runs"
+    assert len(charts(at)) >= 2
+
+
+def test_missing_root_is_an_empty_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_LOGDIR", str(tmp_path / "does-not-exist"))
+    at = run_app()
+    assert_ok(at)
+    assert "No runs under" in texts(at)
+
+
+def test_run_without_records(log_root: Path) -> None:
+    writer = write_run(log_root, "fresh", steps=0, close=None)
+    try:
+        at = run_app()
+        assert_ok(at)
+        assert "no records yet" in texts(at)
+        assert not charts(at)
+    finally:
+        writer.close()
+
+
+def test_corrupt_lines_are_counted(log_root: Path) -> None:
+    write_run(log_root, "damaged", steps=100)
+    with open(log_root / "damaged" / "metrics.jsonl", "ab") as f:
+        f.write(b'{"step": 101, "loss": \n')  # a torn line, then garbage
+        f.write(b"not json at all\n")
+        f.write(b'{"step":102,"t":1.0,"rank":0,"seg":1,"loss":0.5}\n')
+    at = run_app()
+    assert_ok(at)
+    assert "2 corrupt line(s)" in texts(at)
+    assert charts(at)
+
+
+def test_disappeared_run(log_root: Path) -> None:
+    write_run(log_root, "a", steps=50)
+    write_run(log_root, "b", steps=50)
+    at = run_app({"run": "a"})
+    assert_ok(at)
+    shutil.rmtree(log_root / "a")
+    # the store lists directories again at most every couple of seconds: poll with a deadline
+    poll_app(at, lambda: "`a` is no longer under the log root" in texts(at))
+    assert at.sidebar.selectbox[0].value == "b"
+    shutil.rmtree(log_root / "b")
+    poll_app(at, lambda: "No runs under" in texts(at))
+
+
+def poll_app(at: AppTest, done: Any, timeout: float = 10.0) -> None:
+    """Rerun the app until ``done()`` holds (no exception on any run)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        at.run()
+        assert_ok(at)
+        if done():
+            return
+        assert time.monotonic() < deadline, texts(at)
+        time.sleep(0.2)
+
+
+# ----------------------------------------------------------------------------- selection
+def test_run_selection_follows_and_sets_the_url(log_root: Path) -> None:
+    write_run(log_root, "old", steps=120)
+    write_run(log_root, "new", steps=80)
+    at = run_app()
+    assert_ok(at)
+    assert at.query_params["run"] in ("new", ["new"])  # newest first
+    assert metric_values(at)["Step"] == "80"
+    at.sidebar.selectbox[0].select("old").run()
+    assert_ok(at)
+    assert at.query_params["run"] in ("old", ["old"])
+    assert metric_values(at)["Step"] == "120"
+
+
+def test_url_opens_the_same_view(log_root: Path) -> None:
+    write_run(log_root, "old", steps=120)
+    write_run(log_root, "new", steps=80)
+    at = run_app({"run": "old"})
+    assert_ok(at)
+    assert at.sidebar.selectbox[0].value == "old"
+    assert metric_values(at)["Step"] == "120"
+
+
+def test_filter_box(log_root: Path) -> None:
+    write_run(log_root, "bert-base", steps=30)
+    write_run(log_root, "gpt-small", steps=30)
+    at = run_app()
+    at.text_input(key="run_filter").input("bert").run()
+    assert_ok(at)
+    assert at.sidebar.selectbox[0].options == ["bert-base"] or "bert-base" in at.sidebar.selectbox[0].options[0]
+    at.text_input(key="run_filter").input("zzz").run()
+    assert_ok(at)
+    assert "No run matches" in texts(at)
+
+
+# ----------------------------------------------------------------------------- KPIs and banners
+def test_kpis_and_nan_banner(log_root: Path) -> None:
+    write_run(log_root, "diverged", steps=150, nan_from=120, close="failed", total_steps=1000)
+    at = run_app()
+    assert_ok(at)
+    values = metric_values(at)
+    assert values["Step"] == "150 / 1,000"
+    assert values["Loss"] == "NaN"
+    assert values["Epoch"] == "2"
+    assert "loss became NaN/Inf at step 120" in texts(at)
+    loss_fig = charts(at)[0]
+    assert any(name.endswith("non-finite") for name in trace_names(loss_fig))
+
+
+# ----------------------------------------------------------------------------- controls
+@pytest.fixture
+def one_run(log_root: Path) -> Path:
+    write_run(log_root, "exp", steps=300)
+    return log_root
+
+
+def test_default_charts_hold_the_expected_traces_and_axes(one_run: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    figs = charts(at)
+    assert len(figs) == 3
+    loss_lr, speed, evals = figs
+    assert {"loss", "loss (raw)", "lr"} <= set(trace_names(loss_lr))
+    assert loss_lr["layout"]["yaxis2"]["overlaying"] == "y"
+    assert loss_lr["layout"]["yaxis2"]["side"] == "right"
+    assert {"throughput", "grad_norm"} <= set(trace_names(speed))
+    assert {"eval_loss", "eval_accuracy"} <= set(trace_names(evals))
+
+
+def test_smoothing_slider(one_run: Path) -> None:
+    at = run_app()
+    at.slider(key="smoothing").set_value(0.0).run()
+    assert_ok(at)
+    assert "loss (raw)" not in trace_names(charts(at)[0])
+
+
+def test_log_y_toggle(one_run: Path) -> None:
+    at = run_app()
+    at.toggle(key="log_y").set_value(True).run()
+    assert_ok(at)
+    assert charts(at)[0]["layout"]["yaxis"]["type"] == "log"
+
+
+@pytest.mark.parametrize(("choice", "title"), [("time", "wall time"), ("elapsed_min", "min"), ("samples", "samples")])
+def test_x_axis_choice(one_run: Path, choice: str, title: str) -> None:
+    at = run_app()
+    at.selectbox(key="x_axis").select(choice).run()
+    assert_ok(at)
+    assert title in _text(charts(at)[0]["layout"]["xaxis"]["title"])
+
+
+def test_chart_choice_and_custom_axes(one_run: Path) -> None:
+    at = run_app()
+    at.multiselect(key="panels").set_value(["custom"]).run()
+    at.multiselect(key="left").set_value(["grad_norm"]).run()
+    at.multiselect(key="right").set_value(["throughput"]).run()
+    assert_ok(at)
+    (fig,) = charts(at)
+    names = trace_names(fig)
+    assert "grad_norm" in names and "throughput" in names
+    right = next(t for t in fig["data"] if t["name"] == "throughput")
+    assert right.get("yaxis") == "y2"
+
+
+def test_threshold_turns_points_red(one_run: Path) -> None:
+    at = run_app()
+    at.text_input(key="thresholds").input("grad_norm > 2.0, what").run()
+    assert_ok(at)
+    assert any("threshold" in name for name in trace_names(charts(at)[1]))
+    assert "Not understood" in texts(at)
+
+
+def test_step_range_zooms_and_reset(one_run: Path) -> None:
+    at = run_app()
+    at.number_input(key="zoom_lo").set_value(100).run()
+    at.number_input(key="zoom_hi").set_value(150).run()
+    assert_ok(at)
+    assert charts(at)[0]["layout"]["xaxis"]["range"] == pytest.approx([100, 150])
+    at.button(key="reset_zoom").click().run()
+    assert_ok(at)
+    assert "range" not in charts(at)[0]["layout"]["xaxis"]
+
+
+@pytest.mark.parametrize("choice", ["off", "1 s", "2 s", "5 s", "10 s"])
+def test_refresh_choices(one_run: Path, choice: str) -> None:
+    at = run_app()
+    at.radio(key="refresh").set_value(choice).run()
+    assert_ok(at)
+    assert len(charts(at)) == 3
+
+
+def test_pause(one_run: Path) -> None:
+    at = run_app()
+    at.toggle(key="paused").set_value(True).run()
+    assert_ok(at)
+    assert len(charts(at)) == 3
+
+
+def _runs_app() -> None:
+    from pages.runs_page import runs_page
+
+    runs_page()
+
+
+def test_runs_page(one_run: Path) -> None:
+    at = AppTest.from_function(_runs_app, default_timeout=TIMEOUT).run()
+    assert_ok(at)
+    table = at.dataframe[0].value
+    assert list(table["run"]) == ["exp"] and int(table["last step"].iloc[0]) == 300
