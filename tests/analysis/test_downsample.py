@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor_cb.analysis.downsample import downsample_frame, downsample_indices
 
@@ -130,3 +132,22 @@ def test_downsample_frame_missing_columns():
     df = pd.DataFrame({"step": [1, 2, 3], "loss": [1.0, 2.0, 3.0]})
     assert downsample_frame(df, "step", ["nope"], 100).size == 0
     np.testing.assert_array_equal(downsample_frame(df, "step", [], 100), [0, 1, 2])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.one_of(st.floats(-1e9, 1e9), st.sampled_from([np.nan, np.inf, -np.inf])), min_size=0, max_size=400),
+    st.integers(4, 60),
+)
+def test_properties_hold_for_any_series(values, n_out):
+    y = np.array(values, dtype=np.float64)
+    idx = downsample_indices(np.arange(y.size), y, n_out)
+    if y.size == 0:
+        assert idx.size == 0
+        return
+    check_indices(idx, y.size)
+    assert np.isin(np.flatnonzero(~np.isfinite(y)), idx).all()
+    assert idx.size <= max(y.size, 2 * n_out + 2 + int((~np.isfinite(y)).sum()))
+    if np.isfinite(y).any():  # the global extremes of the finite values survive
+        finite = np.where(np.isfinite(y), y, np.nan)
+        assert np.nanmax(finite) in y[idx] and np.nanmin(finite) in y[idx]
