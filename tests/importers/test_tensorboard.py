@@ -1,0 +1,225 @@
+"""The incremental reader against real event files written by tensorboardX with MindFormers' tags."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboardX import SummaryWriter
+
+from monitor_cb.importers.tensorboard import (
+    TENSORBOARD_MISSING,
+    TensorBoardRun,
+    TensorBoardUnavailable,
+    is_tensorboard_run,
+    tensorboard_available,
+)
+from tests.importers.tb_helpers import GBS, SyncedWriter, loss_at, mindformers_step, record_ends, write_run
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def by_rank_step(records: list[dict]) -> dict[tuple[int, int], dict]:
+    return {(r["rank"], r["step"]): r for r in records}
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path):
+    root = tmp_path / "tensorboard"
+    writers = write_run(root, (0, 1), range(1, 5))
+    yield root, writers
+    for writer in writers.values():
+        writer.close()
+
+
+def test_recognises_runs(tmp_path: Path, two_ranks) -> None:
+    root, _ = two_ranks
+    assert is_tensorboard_run(root)
+    assert is_tensorboard_run(root / "rank_0")
+    assert not is_tensorboard_run(tmp_path)  # events are two levels down, not in rank_* directly
+    assert not is_tensorboard_run(tmp_path / "missing")
+    (tmp_path / "empty" / "rank_0").mkdir(parents=True)
+    assert not is_tensorboard_run(tmp_path / "empty")
+
+
+def test_mindformers_tags_map_to_our_metrics(two_ranks) -> None:
+    root, _ = two_ranks
+    run = TensorBoardRun(root)
+    records = run.poll()
+    assert run.ranks == [0, 1]
+    assert len(records) == 8  # one record per (rank, step)
+    rows = by_rank_step(records)
+    row = rows[(1, 2)]
+    assert row == {
+        "step": 2,
+        "t": row["t"],
+        "rank": 1,
+        "seg": 1,
+        "tflops_per_npu": 55.5,
+        "lr": 0.0002,
+        "samples": 2 * GBS,
+        "batch_size": GBS,
+        "loss": loss_at(2, 1),
+        "loss_scale": 1024.0,
+        "grad_norm": 2.5,
+        "step_time": 0.25,
+        "throughput": 32.0,
+        "b_samples_per_day": 0.0055,
+    }
+    assert isinstance(row["t"], float) and row["t"] > 1.7e9
+    assert rows[(0, 1)]["loss"] == 2.4 and rows[(1, 4)]["loss"] == 3.1  # float32 shown as its shortest decimal
+    for rank in (0, 1):
+        nan = rows[(rank, 3)]["loss"]
+        assert isinstance(nan, float) and math.isnan(nan)  # NaN kept, not dropped
+        assert rows[(rank, 3)]["samples"] == 3 * GBS
+    assert run.texts == {"runner_config": "{'batch_size': 4, 'epochs': 1}"}
+    assert run.unaligned == 0
+    meta = run.meta()
+    assert meta["world_size"] == 2 and meta["config"]["runner_config"].startswith("{")
+
+
+def test_poll_returns_only_new_records(two_ranks) -> None:
+    root, writers = two_ranks
+    run = TensorBoardRun(root)
+    assert len(run.poll()) == 8
+    assert run.poll() == []  # nothing new
+    mindformers_step(writers[0], 5, float("nan"))
+    mindformers_step(writers[0], 6, 1.25)
+    writers[0].sync()
+    new = run.poll()
+    assert [(r["rank"], r["step"]) for r in new] == [(0, 5), (0, 6)]
+    assert math.isnan(new[0]["loss"]) and new[1]["loss"] == 1.25 and new[1]["samples"] == 6 * GBS
+    assert run.poll() == []
+    mindformers_step(writers[1], 5, 0.5)
+    writers[1].sync()
+    assert [(r["rank"], r["step"], r["loss"]) for r in run.poll()] == [(1, 5, 0.5)]
+
+
+def test_new_rank_directory_and_new_event_file(two_ranks) -> None:
+    root, writers = two_ranks
+    run = TensorBoardRun(root)
+    run.poll()
+    late = SyncedWriter(root / "rank_2")
+    mindformers_step(late, 1, 9.0)
+    late.sync()
+    assert [(r["rank"], r["step"], r["loss"]) for r in run.poll()] == [(2, 1, 9.0)]
+    assert run.ranks == [0, 1, 2]
+    late.close()
+    # A relaunch (resume) writes a new file into the same rank directory: a new segment.
+    writers[0].close()
+    resumed = SyncedWriter(root / "rank_0", filename_suffix=".resumed")
+    mindformers_step(resumed, 4, 0.75)  # step 4 again, after a resume from step 3's checkpoint
+    mindformers_step(resumed, 5, 0.7)
+    resumed.sync()
+    new = run.poll()
+    assert [(r["rank"], r["seg"], r["step"], r["loss"]) for r in new] == [(0, 2, 4, 0.75), (0, 2, 5, 0.7)]
+    resumed.close()
+    assert len(run.files) == 4
+
+
+def test_full_resolution_beyond_tensorboard_sampling(tmp_path: Path) -> None:
+    writer = SummaryWriter(str(tmp_path / "run"), flush_secs=3600)
+    for step in range(1, 1501):
+        writer.add_scalar("loss", 1.0 / step, global_step=step)
+    writer.close()
+    records = TensorBoardRun(tmp_path / "run").poll()
+    assert [r["step"] for r in records] == list(range(1, 1501))  # TensorBoard's reservoir keeps 1,000
+    assert records[0]["rank"] == 0
+
+
+def test_torn_record_is_not_yet(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    write_run(source, (0,), range(1, 3))[0].close()
+    (event_file,) = (source / "rank_0").iterdir()
+    data = event_file.read_bytes()
+    ends = record_ends(data)
+    assert ends[-1] == len(data)
+    target = tmp_path / "live" / "rank_0" / event_file.name
+    target.parent.mkdir(parents=True)
+    # Everything up to the middle of the last record's payload, then 5 bytes into its header.
+    cut = ends[-2] + (ends[-1] - ends[-2]) // 2
+    target.write_bytes(data[:cut])
+    run = TensorBoardRun(tmp_path / "live")
+    first = run.poll()
+    assert [r["step"] for r in first] == [1, 2]
+    assert "throughput_vs_samples" not in first[-1] and "samples" in first[-1]
+    assert run.poll() == []  # still torn
+    with open(target, "ab") as handle:
+        handle.write(data[cut:])
+    last = run.poll()
+    assert len(last) == 1 and last[0]["step"] == 2 and last[0]["samples"] == 2 * GBS
+    assert run.poll() == []
+
+
+def test_torn_header(tmp_path: Path) -> None:
+    writer = SummaryWriter(str(tmp_path / "src"), flush_secs=3600)
+    for step in (1, 2):
+        writer.add_scalar("loss", float(step), global_step=step)
+    writer.close()
+    (event_file,) = (tmp_path / "src").iterdir()
+    data = event_file.read_bytes()
+    ends = record_ends(data)
+    target = tmp_path / "live" / event_file.name
+    target.parent.mkdir()
+    target.write_bytes(data[: ends[-2] + 5])
+    run = TensorBoardRun(tmp_path / "live")
+    assert [(r["step"], r["loss"]) for r in run.poll()] == [(1, 1.0)]
+    with open(target, "ab") as handle:
+        handle.write(data[ends[-2] + 5 :])
+    assert [(r["step"], r["loss"]) for r in run.poll()] == [(2, 2.0)]
+
+
+def test_max_events_splits_work_without_losing_records(two_ranks) -> None:
+    root, _ = two_ranks
+    whole = TensorBoardRun(root).poll()
+    run = TensorBoardRun(root)
+    merged: dict[tuple[int, int, int], dict] = {}
+    for _ in range(200):
+        batch = run.poll(max_events=7)
+        if not batch:
+            break
+        for record in batch:
+            merged.setdefault((record["rank"], record["seg"], record["step"]), {}).update(record)
+    assert len(merged) == len(whole)
+    for record in whole:
+        got = merged[(record["rank"], record["seg"], record["step"])]
+        assert set(got) == set(record)
+        assert all(got[k] == v or (v != v and got[k] != got[k]) for k, v in record.items() if k != "t")
+
+
+def test_add_scalars_subdirectories_are_series_of_the_rank(tmp_path: Path) -> None:
+    writer = SummaryWriter(str(tmp_path / "tb" / "rank_0"), flush_secs=3600)
+    writer.add_scalar("loss", 2.0, global_step=1)
+    writer.add_scalars("max_attention_logit/layer.0", {"head_0": 1.5, "head_1": 2.5}, global_step=1)
+    writer.close()
+    assert is_tensorboard_run(tmp_path / "tb")
+    run = TensorBoardRun(tmp_path / "tb")
+    (record,) = run.poll()
+    assert record["loss"] == 2.0 and record["rank"] == 0 and record["seg"] == 1
+    assert record["max_attention_logit_layer_0_head_0"] == 1.5
+    assert record["max_attention_logit_layer_0_head_1"] == 2.5
+    assert run.ranks == [0]
+
+
+def test_vanished_run_directory_is_an_error(tmp_path: Path) -> None:
+    writer = SummaryWriter(str(tmp_path / "gone"), flush_secs=3600)
+    writer.add_scalar("loss", 1.0, global_step=1)
+    writer.close()
+    run = TensorBoardRun(tmp_path / "gone")
+    assert len(run.poll()) == 1
+    for path in (tmp_path / "gone").iterdir():
+        path.unlink()
+    (tmp_path / "gone").rmdir()
+    with pytest.raises(FileNotFoundError, match="gone"):
+        run.poll()
+
+
+def test_missing_tensorboard_package_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    assert not tensorboard_available()
+    with pytest.raises(TensorBoardUnavailable, match="pip install tensorboard") as caught:
+        TensorBoardRun(tmp_path)
+    assert isinstance(caught.value, ImportError)
+    assert str(caught.value) == TENSORBOARD_MISSING
