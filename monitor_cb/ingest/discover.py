@@ -2,6 +2,8 @@
 
 Hidden entries are skipped, and so is anything that resolves outside the root
 (a symlink pointing elsewhere, a name with ``..``): the reader never leaves it.
+Symlinked directories are not followed at all: inside the root they are aliases of
+a run found under its real path, outside it they are off limits.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def _scan(directory: Path, root: Path) -> tuple[list[Path], list[Path]]:
             continue
         path = Path(entry.path)
         try:
-            if entry.is_symlink() and not is_within(path, root):
+            link = entry.is_symlink()
+            if link and (entry.is_dir() or not is_within(path, root)):
                 continue
             if entry.is_dir():
                 subdirs.append(path)

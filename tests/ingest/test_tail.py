@@ -125,3 +125,16 @@ def test_symlink_leaving_the_root_is_never_read(tmp_path: Path) -> None:
     inside.write_bytes(records(1, 2))
     (root / "alias.jsonl").symlink_to(inside)
     assert steps(drain(FileTail(root / "alias.jsonl", root=root))[0]) == [1, 2]
+
+
+def test_rewrite_behind_the_offset_with_the_same_start_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    start = records(1, 200)  # well over the 4 KiB fingerprinted at the head
+    assert len(start) > 2 * 4096
+    path.write_bytes(start + records(201, 210))
+    tail = FileTail(path)
+    drain(tail)
+    path.write_bytes(start + records(500, 530))  # same head, different bytes before the old offset
+    lines, resets = drain(tail)
+    assert resets == 1
+    assert steps(lines) == list(range(1, 201)) + list(range(500, 531))

@@ -1,0 +1,60 @@
+"""``summary`` and ``export`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from monitor_cb.cli import main
+from monitor_cb.writer import MetricsWriter
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    with MetricsWriter(tmp_path / "grp" / "exp1", config={"bs": 8}) as writer:
+        for s in range(1, 6):
+            writer.log(step=s, loss=math.nan if s == 3 else 1.0 / s, lr=0.01)
+        writer.log(step=5, eval_acc=0.9)
+    return tmp_path
+
+
+def test_summary_json(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", "grp/exp1", "--root", str(root), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "finished" and out["last_step"] == 5 and out["records"] == 5
+    assert out["last_values"]["loss"] == {"step": 5, "value": 0.2}
+    assert out["last_values"]["eval_acc"]["value"] == 0.9 and out["bad_lines"] == 0
+
+
+def test_summary_text_accepts_a_run_directory(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(root / "grp" / "exp1")]) == 0
+    text = capsys.readouterr().out
+    assert "finished" in text and "loss" in text
+
+
+def test_unknown_run_is_a_clear_error(root: Path) -> None:
+    with pytest.raises(SystemExit, match="no run"):
+        main(["summary", "../../etc", "--root", str(root)])
+
+
+def test_export_csv_keeps_nan_and_blank_for_not_logged(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "grp/exp1", "--root", str(root), "--format", "csv"]) == 0
+    text = capsys.readouterr().out
+    frame = pd.read_csv(io.StringIO(text), keep_default_na=False)
+    assert list(frame["step"]) == [1, 2, 3, 4, 5]
+    assert frame["loss"][2] == "NaN" and frame["eval_acc"][0] == "" and frame["eval_acc"][4] == "0.9"
+
+
+def test_export_parquet_nan_versus_null(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x.parquet"
+    assert main(["export", "grp/exp1", "--root", str(root), "--format", "parquet", "-o", str(out)]) == 0
+    table = pq.read_table(out)
+    loss = table.column("loss").to_pylist()
+    assert math.isnan(loss[2]) and loss[0] == 1.0
+    assert table.column("eval_acc").to_pylist() == [None, None, None, None, 0.9]

@@ -1,0 +1,90 @@
+"""Run status: what the metadata says, and what a dead process or a silent file tells."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from monitor_cb.ingest import RunStore, StatusPolicy
+from tests.ingest.helpers import append, line
+
+
+def make_run(root: Path, meta: dict | None, tail: bytes = b"", interval: float = 1.0) -> Path:
+    run = root / "r"
+    run.mkdir()
+    now = time.time()
+    data = b"".join(line({"step": s, "t": now - 20 * interval + s * interval, "loss": 1.0}) for s in range(1, 21))
+    append(run / "metrics.jsonl", data + tail)
+    if meta is not None:
+        full = {"status": "running", "host": socket.gethostname(), "pid": os.getpid(), "start_time": now, **meta}
+        (run / "metrics.meta.json").write_text(json.dumps(full))
+    return run
+
+
+def status_at(root: Path, seconds_later: float) -> tuple[str, str | None]:
+    mtime = (root / "r" / "metrics.jsonl").stat().st_mtime
+    store = RunStore(root, rescan_interval_s=0, clock=lambda: mtime + seconds_later)
+    info = store.run_info("r")
+    return info.status, info.reason
+
+
+@pytest.mark.parametrize("said", ["finished", "failed", "stopped"])
+def test_final_status_comes_from_metadata(tmp_path: Path, said: str) -> None:
+    make_run(tmp_path, {"status": said, "reason": "why" if said != "finished" else None})
+    assert status_at(tmp_path, 10_000)[0] == said
+
+
+def test_running_when_recent(tmp_path: Path) -> None:
+    make_run(tmp_path, {})
+    assert status_at(tmp_path, 1.0) == ("running", None)
+
+
+def test_crashed_when_the_pid_is_gone_on_this_host(tmp_path: Path) -> None:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    make_run(tmp_path, {"pid": int(child.stdout)})
+    status, reason = status_at(tmp_path, 1.0)
+    assert status == "crashed" and str(int(child.stdout)) in (reason or "")
+
+
+def test_pid_on_another_host_is_not_judged(tmp_path: Path) -> None:
+    make_run(tmp_path, {"pid": 2**22 + 12345, "host": "some-other-node"})
+    assert status_at(tmp_path, 1.0)[0] == "running"
+
+
+def test_crashed_when_the_file_ends_torn_and_stays_so(tmp_path: Path) -> None:
+    make_run(tmp_path, {}, tail=b'{"step":21,"lo')
+    assert status_at(tmp_path, 5.0)[0] == "running"  # a line being written: not yet
+    status, reason = status_at(tmp_path, StatusPolicy().torn_grace_s + 5)
+    assert status == "crashed" and "torn" in (reason or "")
+
+
+def test_stalled_after_several_usual_intervals(tmp_path: Path) -> None:
+    make_run(tmp_path, {}, interval=30.0)  # one record every 30 s: threshold 5 x 30 = 150 s
+    assert status_at(tmp_path, 100.0)[0] == "running"
+    status, reason = status_at(tmp_path, 200.0)
+    assert status == "stalled" and "150" in (reason or "")
+
+
+def test_stall_minimum_applies_to_fast_runs(tmp_path: Path) -> None:
+    make_run(tmp_path, {}, interval=0.1)
+    assert status_at(tmp_path, 30.0)[0] == "running"
+    assert status_at(tmp_path, 61.0)[0] == "stalled"
+
+
+def test_file_without_metadata_is_judged_by_activity(tmp_path: Path) -> None:
+    make_run(tmp_path, None)
+    assert status_at(tmp_path, 1.0)[0] == "running"
+    assert status_at(tmp_path, 120.0)[0] == "stalled"
+    assert status_at(tmp_path, 7200.0)[0] == "finished"
+
+
+def test_torn_file_without_metadata_is_crashed(tmp_path: Path) -> None:
+    make_run(tmp_path, None, tail=b'{"step": 21, "loss": Na')
+    assert status_at(tmp_path, 120.0)[0] == "crashed"

@@ -1,0 +1,168 @@
+"""RunStore: discovery, run info, frames across ranks, safety and sharing between threads."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor_cb.ingest import RunStore
+from monitor_cb.writer import MetricsWriter
+from tests.ingest.helpers import append, legacy_line, records
+
+
+def store_of(root: Path, **kw: object) -> RunStore:
+    return RunStore(root, rescan_interval_s=0.0, **kw)  # type: ignore[arg-type]
+
+
+def write_run(run_dir: Path, steps: int = 5, rank: int = 0, world: int = 1, close: bool = True) -> MetricsWriter:
+    writer = MetricsWriter(run_dir, rank=rank, world_size=world, config={"lr": 0.1})
+    for s in range(1, steps + 1):
+        writer.log(step=s, loss=1.0 / s + rank, lr=0.1)
+    writer.flush()
+    if close:
+        writer.close()
+    return writer
+
+
+def test_nested_groups_hidden_dirs_and_odd_names(tmp_path: Path) -> None:
+    write_run(tmp_path / "exp001")
+    write_run(tmp_path / "bert" / "exp 002 ünïcødé")
+    write_run(tmp_path / "bert" / "sub" / "deep")
+    write_run(tmp_path / ".hidden" / "run")
+    (tmp_path / "bert" / ".tmp.jsonl").write_bytes(records(1, 2))
+    ids = {info.id for info in store_of(tmp_path).list_runs()}
+    assert ids == {"exp001", "bert/exp 002 ünïcødé", "bert/sub/deep"}
+
+
+def test_run_info_fields(tmp_path: Path) -> None:
+    write_run(tmp_path / "exp001", steps=7)
+    (info,) = store_of(tmp_path).list_runs()
+    assert (info.name, info.ranks, info.n_records, info.first_step, info.last_step) == ("exp001", (0,), 7, 1, 7)
+    assert info.status == "finished" and info.bad_lines == 0
+    assert info.meta["config"] == {"lr": 0.1}
+    assert info.path == tmp_path / "exp001" and info.last_write > 0
+
+
+def test_symlinks_and_dotdot_never_leave_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_run(tmp_path / "secret")
+    root.mkdir()
+    (root / "escape").symlink_to(tmp_path / "secret")
+    (root / "file.jsonl").symlink_to(tmp_path / "secret" / "metrics.jsonl")
+    write_run(root / "ok")
+    (root / "inner").symlink_to(root / "ok")  # an alias: the run shows once, under its real path
+    store = store_of(root)
+    assert {info.id for info in store.list_runs()} == {"ok"}
+    for hostile in ("escape", "../secret", "ok/../../secret", "/etc", "."):
+        with pytest.raises(KeyError):
+            store.frame(hostile)
+
+
+def test_late_appearing_directory_is_found(tmp_path: Path) -> None:
+    store = store_of(tmp_path)
+    assert store.list_runs() == []
+    write_run(tmp_path / "late")
+    assert [info.id for info in store.list_runs()] == ["late"]
+    assert len(store.frame("late")) == 5
+
+
+def test_deleted_run_disappears(tmp_path: Path) -> None:
+    write_run(tmp_path / "gone")
+    store = store_of(tmp_path)
+    assert len(store.frame("gone")) == 5
+    for child in (tmp_path / "gone").iterdir():
+        child.unlink()
+    (tmp_path / "gone").rmdir()
+    assert store.list_runs() == []
+    with pytest.raises(KeyError):
+        store.frame("gone")
+
+
+def test_eight_ranks(tmp_path: Path) -> None:
+    for rank in range(8):
+        write_run(tmp_path / "dp", steps=10, rank=rank, world=8)
+    store = store_of(tmp_path)
+    (info,) = store.list_runs()
+    assert info.ranks == tuple(range(8)) and info.n_records == 80
+    merged = store.frame("dp")
+    assert len(merged) == 80
+    assert list(merged["step"]) == sorted(merged["step"])
+    assert list(merged["rank"][:8]) == list(range(8))
+    three = store.frame("dp", rank=3)
+    assert set(three["rank"]) == {3} and three["loss"].iloc[0] == 4.0
+    assert store.logged_mask("dp", "loss").all()
+    with pytest.raises(KeyError):
+        store.frame("dp", rank=8)
+
+
+def test_legacy_json_dumps_run_without_metadata(tmp_path: Path) -> None:
+    run = tmp_path / "article"
+    run.mkdir()
+    lines = [
+        {"step": s, "loss": math.nan if s == 2 else 1.0, "lr": 0.1, "throughput": 9.0, "ts": 50.0 + s}
+        for s in (1, 2, 3)
+    ]
+    append(run / "metrics.jsonl", b"".join(legacy_line(r) for r in lines))
+    store = store_of(tmp_path)
+    (info,) = store.list_runs()
+    assert info.status == "running" and info.meta == {}
+    frame = store.frame("article")
+    assert list(frame["t"]) == [51.0, 52.0, 53.0] and "ts" not in frame
+    assert math.isnan(frame["loss"].iloc[1]) and store.logged_mask("article", "loss").all()
+
+
+def test_bad_lines_are_counted_with_offsets(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    good = records(1, 2)
+    append(run / "metrics.jsonl", good + b"{oops\n" + records(3, 3))
+    store = store_of(tmp_path)
+    (info,) = store.list_runs()
+    assert info.bad_lines == 1 and info.n_records == 3
+    ((path, bad),) = store.bad_lines("r")
+    assert bad.offset == len(good) and path.name == "metrics.jsonl"
+
+
+def test_threads_share_one_read_and_lose_nothing(tmp_path: Path) -> None:
+    writer = write_run(tmp_path / "live", steps=1, close=False)
+    store = store_of(tmp_path)
+    store.list_runs()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def viewer() -> None:
+        try:
+            while not stop.is_set():
+                frame = store.frame("live")
+                steps = frame["step"].to_numpy()
+                assert (np.diff(steps) > 0).all()  # sorted, never a duplicate
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=viewer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for s in range(2, 2001):
+        writer.log(step=s, loss=1.0)
+        if s % 100 == 0:
+            writer.flush()
+    writer.close()
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert errors == []
+    assert list(store.frame("live")["step"]) == list(range(1, 2001))
+
+
+def test_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_run(tmp_path / "envrun")
+    monkeypatch.setenv("MONITOR_CB_LOGDIR", str(tmp_path))
+    assert [info.id for info in RunStore().list_runs()] == ["envrun"]
+    assert json.loads((tmp_path / "envrun" / "metrics.meta.json").read_text())["status"] == "finished"
+    assert os.path.isdir(RunStore().root)
