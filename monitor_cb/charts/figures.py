@@ -47,6 +47,17 @@ NONFINITE_COLOR = "#d62728"
 THRESHOLD_COLOR = "#d62728"
 # D3's palette without its red, which is kept for trouble (NaN markers, thresholds).
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+# The same metric keeps its colour on every panel; others take the first free palette colour.
+METRIC_COLORS = {
+    "loss": PALETTE[0],
+    "lr": PALETTE[1],
+    "grad_norm": PALETTE[2],
+    "throughput": PALETTE[3],
+    "eval_loss": PALETTE[1],
+    "eval_accuracy": PALETTE[2],
+    "step_time": PALETTE[0],
+    "data_time": PALETTE[1],
+}
 RAW_OPACITY = 0.3
 # Traces with more points than this use WebGL; fewer stay SVG (crisper, and browsers cap WebGL contexts).
 GL_MIN_POINTS = 1000
@@ -91,7 +102,8 @@ def dual_axis_figure(
 
     Returns:
         The figure. Trace names: ``<metric>`` (smoothed, or raw when smoothing is 0),
-        ``<metric> (raw)`` and ``<metric> non-finite`` / ``<metric> > threshold`` marker traces.
+        ``<metric> (raw)`` (only with smoothing), and the marker traces ``<metric> non-finite`` and
+        ``<metric> beyond threshold`` (grouped with the metric in the legend, not listed).
     """
     ema_debiased([], smoothing)  # validate the weight before any work
     xa = x_axis(df, x)
@@ -99,21 +111,20 @@ def dual_axis_figure(
     fig = go.Figure()
     thresholds = thresholds or {}
     first_bad: dict[Any, list[str]] = {}
-    color_no = 0
-    for yaxis, metrics, log in (("y", left, log_y), ("y2", right if right else (), log_y2)):
+    colors = _colors([m for m in (*left, *right) if m in df.columns])
+    for yaxis, metrics, log in (("y", left, log_y), ("y2", right, log_y2)):
         for metric in metrics:
             if metric not in df.columns:
                 continue
             plot = _MetricPlot(
                 metric=metric,
                 yaxis=yaxis,
-                color=PALETTE[color_no % len(PALETTE)],
+                color=colors[metric],
                 smoothing=0.0 if metric in markers else smoothing,
                 log=log,
                 threshold=thresholds.get(metric),
                 with_markers=metric in markers,
             )
-            color_no += 1
             bad_x = _add_metric(fig, df, xa, plot, logged, n_out, draw)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
@@ -563,6 +574,20 @@ def _title(title: str | None) -> dict[str, Any] | None:
         "pad": {"t": 8},
         "font": {"size": 14},
     }
+
+
+def _colors(metrics: Sequence[str]) -> dict[str, str]:
+    """A distinct colour per metric, the well-known ones fixed so they match across panels."""
+    chosen: dict[str, str] = {}
+    for metric in metrics:
+        fixed = METRIC_COLORS.get(metric)
+        if fixed is not None and fixed not in chosen.values():
+            chosen[metric] = fixed
+    for metric in metrics:
+        if metric not in chosen:
+            free = [c for c in PALETTE if c not in chosen.values()]
+            chosen[metric] = free[0] if free else PALETTE[len(chosen) % len(PALETTE)]
+    return chosen
 
 
 def _plain_x(value: Any, is_datetime: bool) -> Any:

@@ -284,3 +284,15 @@ def test_rows_draws_a_zoomed_range_smoothed_over_the_whole_run():
     positions = dual_axis_figure(df, "step", ["loss"], rows=np.arange(100, 200))
     assert list(by_name(positions)["loss"].x) == list(range(101, 201))
     assert len(dual_axis_figure(df, "step", ["loss"], rows=slice(0, 0)).data) == 0
+
+
+def test_colours_are_stable_per_metric_and_distinct_within_a_figure():
+    df = make_frame(100)
+    for i in range(12):
+        df[f"m{i}"] = float(i)
+    a = by_name(dual_axis_figure(df, "step", ["grad_norm", "m0"], ["loss"]))
+    b = by_name(dual_axis_figure(df, "step", ["loss"], ["lr"]))
+    assert a["loss"].line.color == b["loss"].line.color
+    assert len({a[n].line.color for n in ("grad_norm", "m0", "loss")}) == 3
+    many = dual_axis_figure(df, "step", [f"m{i}" for i in range(12)])
+    assert len({t.line.color for t in many.data}) == 9  # the whole palette is used before repeating
