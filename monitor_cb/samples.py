@@ -108,6 +108,27 @@ def nan_at(step: int, key: str = "loss", end: str | None = "stopped") -> Fault:
     return fault
 
 
+def diverge_at(step: int, ramp: int = 60, end: str | None = "stopped") -> Fault:
+    """A divergence: over ``ramp`` steps before ``step`` the grad norm grows ~30x and the loss creeps
+    up, then the loss is NaN at ``step`` (ended as in :func:`nan_at`). The precursor a detector should see."""
+    if ramp < 1:
+        raise ValueError(f"ramp must be >= 1, got {ramp}")
+    nan = nan_at(step, "loss", end)
+
+    def fault(record_step: int, record: dict[str, Any]) -> dict[str, Any] | EndRun:
+        if record_step >= step:
+            return nan(record_step, record)
+        if record_step < step - ramp or "loss" not in record:
+            return record
+        progress = (record_step - (step - ramp)) / ramp  # 0 -> 1 along the ramp
+        changed = {**record, "loss": record["loss"] * (1.0 + 0.6 * progress**3)}
+        if "grad_norm" in record:
+            changed["grad_norm"] = record["grad_norm"] * math.exp(3.4 * progress)
+        return changed
+
+    return fault
+
+
 def spike_at(step: int, key: str = "loss", factor: float = 10.0, width: int = 1) -> Fault:
     """A fault multiplying ``key`` by ``factor`` for ``width`` steps from ``step`` (a recoverable spike)."""
 
@@ -178,8 +199,8 @@ def sample_specs(n_runs: int = 4, steps: int = 3000, seed: int = 0) -> list[RunS
         lr, batch = family[i % len(family)]
         run_seed = seed + i
         faults: tuple[Fault, ...] = ()
-        if i == 1:  # the aggressive lr diverges: a NaN loss the guard stops on
-            faults = (nan_at(max(2, int(steps * 0.62))),)
+        if i == 1:  # the aggressive lr diverges: grad norm blows up, then a NaN loss the guard stops on
+            faults = (diverge_at(max(2, int(steps * 0.62)), ramp=max(1, min(60, steps // 10))),)
         specs.append(
             RunSpec(
                 name=f"run{i + 1:02d}-lr{lr:g}-bs{batch}-seed{run_seed}",

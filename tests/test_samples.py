@@ -15,6 +15,7 @@ from monitor_cb.record import KNOWN_KEYS, decode_record
 from monitor_cb.samples import (
     EndRun,
     RunSpec,
+    diverge_at,
     iter_records,
     nan_at,
     sample_specs,
@@ -187,3 +188,15 @@ def test_same_layout_as_metrics_writer(tmp_path):
     line = (run / "metrics.jsonl").read_bytes().splitlines()[0]
     assert list(orjson.loads(line))[:4] == list(orjson.loads(real_line))[:4] == ["step", "t", "rank", "seg"]
     assert b'"loss":"NaN"' in real_line  # the same NaN encoding as ours
+
+
+def test_diverge_has_a_precursor_then_nan():
+    spec = RunSpec("d", steps=400, eval_every=0, faults=(diverge_at(300, ramp=50),))
+    train = list(iter_records(spec, now=NOW))
+    plain = {r["step"]: r for r in iter_records(RunSpec("d", steps=400, eval_every=0), now=NOW)}
+    assert train[-2]["step"] == 300 and math.isnan(train[-2]["loss"]) and train[-1]["event"] == "guard_stop"
+    assert train[239] == plain[240]  # untouched before the ramp
+    assert train[295]["grad_norm"] > 15 * plain[296]["grad_norm"]
+    assert train[295]["loss"] > plain[296]["loss"]
+    with pytest.raises(ValueError, match="ramp"):
+        diverge_at(10, ramp=0)
