@@ -221,6 +221,13 @@ class TensorBoardRun:
         self.n_records += len(records)
         return records
 
+    def poll_by_rank(self, max_events: int | None = None) -> dict[int, list[dict[str, Any]]]:
+        """:meth:`poll`, grouped by rank (what a per-rank table wants)."""
+        grouped: dict[int, list[dict[str, Any]]] = {}
+        for record in self.poll(max_events):
+            grouped.setdefault(record["rank"], []).append(record)
+        return grouped
+
     def meta(self) -> dict[str, Any]:
         """Run metadata in the spirit of our ``.meta.json`` (TensorBoard keeps no status)."""
         ranks = self.ranks

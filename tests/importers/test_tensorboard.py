@@ -94,7 +94,9 @@ def test_poll_returns_only_new_records(two_ranks) -> None:
     assert run.poll() == []
     mindformers_step(writers[1], 5, 0.5)
     writers[1].sync()
-    assert [(r["rank"], r["step"], r["loss"]) for r in run.poll()] == [(1, 5, 0.5)]
+    grouped = run.poll_by_rank()
+    assert list(grouped) == [1] and [(r["step"], r["loss"]) for r in grouped[1]] == [(5, 0.5)]
+    assert run.poll_by_rank() == {}
 
 
 def test_new_rank_directory_and_new_event_file(two_ranks) -> None:
