@@ -19,11 +19,11 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
-    st.set_page_config(page_title="Training monitor", page_icon="📈", layout="wide")
+    st.set_page_config(page_title="Training monitor", page_icon=":material/monitoring:", layout="wide")
     page = st.navigation(
         [
-            st.Page(live_page, title="Live", icon="📈", url_path="live", default=True),
-            st.Page(runs_page, title="Runs", icon="🗂️", url_path="runs"),
+            st.Page(live_page, title="Live", icon=":material/monitoring:", url_path="live", default=True),
+            st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
         ]
     )
     page.run()

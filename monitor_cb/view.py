@@ -541,18 +541,21 @@ class ChartSettings:
     n_out: int = 2000
 
 
-def zoomed_rows(df: pd.DataFrame, zoom: ZoomState) -> np.ndarray | slice:
-    """Rows to draw for a zoomed view: the step range (plus a neighbour each side) at full resolution.
+def zoomed_rows(df: pd.DataFrame, zoom: ZoomState, context: float = 1.0) -> slice | None:
+    """Rows to draw for a zoomed view, None = all rows.
 
-    The first row is kept too, so x axes measured from the start of the run (``elapsed_*``) keep
-    their origin; it lies left of the visible range and is not seen.
+    The step range plus ``context`` times its width on each side, all at full resolution: a pan
+    or a small zoom-out shows data at once, and new points just past a zoom at the run's end are
+    drawn (and scroll in) while the view stays where the user put it.
     """
     if not zoom.active or len(df) == 0:
-        return slice(None)
-    part = rows_in_steps(df["step"].to_numpy(), zoom.lo, zoom.hi)
-    if part.start == 0:
-        return part
-    return np.concatenate(([0], np.arange(part.start, part.stop)))
+        return None
+    steps = df["step"].to_numpy()
+    lo, hi = zoom.lo, zoom.hi
+    if lo is not None and hi is not None:
+        margin = (hi - lo) * context
+        lo, hi = lo - margin, hi + margin
+    return rows_in_steps(steps, lo, hi)
 
 
 def live_figures(
@@ -564,19 +567,22 @@ def live_figures(
 ) -> dict[str, Any]:
     """One ``go.Figure`` per shown panel (key -> figure), zoom re-applied and hidden legend entries kept hidden.
 
-    ``df`` is the whole run frame; when zoomed, only the zoomed step range is downsampled, so a
-    zoom into a 1M-step run shows every point of that range.
+    ``df`` is the whole run frame; when zoomed, only the zoomed step range is drawn and downsampled,
+    so a zoom into a 1M-step run shows every point of that range.
     """
     from monitor_cb.analysis.series import x_axis
     from monitor_cb.charts import figures as charts
 
-    rows = zoomed_rows(df, zoom)
-    part = df.iloc[rows] if not isinstance(rows, slice) or rows != slice(None) else df
-    masks = {k: np.asarray(v)[rows] for k, v in (logged or {}).items()} if logged else None
     xa = x_axis(df, settings.x)
     xs = monotonic_x(xa.values)
     x_range = x_range_for(zoom, xa.values, xs, df["step"].to_numpy())
-    common: dict[str, Any] = {"x_range": x_range, "uirevision": uirevision, "logged": masks, "n_out": settings.n_out}
+    common: dict[str, Any] = {
+        "x_range": x_range,
+        "uirevision": uirevision,
+        "logged": logged or None,
+        "n_out": settings.n_out,
+        "rows": zoomed_rows(df, zoom),  # full resolution inside the zoom; smoothing still sees the whole run
+    }
     smooth, log_y, x = settings.smoothing, settings.log_y, settings.x
     thresholds = dict(settings.thresholds)
     figures: dict[str, Any] = {}
@@ -585,11 +591,11 @@ def live_figures(
             continue
         if panel.key in ("loss_lr", "speed_grad"):
             fig = charts.dual_axis_figure(
-                part, x, panel.left, panel.right, smooth, log_y, thresholds, title=panel.title, **common
+                df, x, panel.left, panel.right, smooth, log_y, thresholds, title=panel.title, **common
             )
         elif panel.key == "custom":
             fig = charts.dual_axis_figure(
-                part,
+                df,
                 x,
                 settings.custom_left,
                 settings.custom_right,
@@ -600,13 +606,13 @@ def live_figures(
                 **common,
             )
         elif panel.key == "eval":
-            fig = charts.eval_figure(part, x, smoothing=smooth, log_y=log_y, **common)
+            fig = charts.eval_figure(df, x, smoothing=smooth, log_y=log_y, **common)
         elif panel.key == "components":
-            fig = charts.components_figure(part, x, smoothing=smooth, log_y=log_y, **common)
+            fig = charts.components_figure(df, x, smoothing=smooth, log_y=log_y, **common)
         elif panel.key == "timing":
-            fig = charts.timing_figure(part, x, smoothing=smooth, **common)
+            fig = charts.timing_figure(df, x, smoothing=smooth, **common)
         else:
-            fig = charts.memory_figure(part, x, **common)
+            fig = charts.memory_figure(df, x, **common)
         if panel.key not in ("loss_lr", "speed_grad", "custom"):
             fig.update_layout(title=panel.title)
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))

@@ -26,6 +26,7 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events
 
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 HIDDEN = "legend_hidden"
+PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
 
 
@@ -101,7 +102,7 @@ def zoom_controls(frame: pd.DataFrame | None) -> None:
     """Step range inputs (the zoom): a drag in a chart fills them, a double-click or Reset clears them."""
     st.session_state.setdefault(ZOOM_LO, None)
     st.session_state.setdefault(ZOOM_HI, None)
-    z1, z2, z3, z4 = st.columns([2, 2, 1, 5], vertical_alignment="bottom")
+    z1, z2, z3, z4 = st.columns([2, 2, 1.3, 4.7], vertical_alignment="bottom")
     z1.number_input("From step", min_value=0, step=1, key=ZOOM_LO, placeholder="first")
     z2.number_input("To step", min_value=0, step=1, key=ZOOM_HI, placeholder="latest (follow)")
     z3.button("Reset zoom", on_click=_reset_zoom, key="reset_zoom")
@@ -240,14 +241,13 @@ def show(data: LiveData) -> None:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
         return
     for key, fig in data.figures.items():
-        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config={"displaylogo": False}, theme=None)
+        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=PLOTLY_CONFIG, theme=None)
 
 
 def show_kpis(k: view.Kpis, run: Any) -> None:
     """One row of metric tiles."""
     cols = st.columns(8)
-    eta = f"ETA {view.format_duration(k.eta_s)}" if k.eta_s is not None else None
-    cols[0].metric("Step", view.step_text(k), delta=eta, delta_color="off", delta_arrow="off")
+    cols[0].metric("Step", "–" if k.step is None else f"{k.step:,}", **_step_delta(k))
     cols[1].metric("Epoch", "–" if k.epoch is None else str(k.epoch))
     cols[2].metric("Loss", view.format_value(k.loss), **_red_if_nonfinite(k.loss))
     cols[3].metric("LR", view.format_value(k.lr, 3))
@@ -260,6 +260,15 @@ def show_kpis(k: view.Kpis, run: Any) -> None:
         )
     else:
         cols[7].metric("Last update", view.format_age(k.age_s) + " ago")
+
+
+def _step_delta(k: view.Kpis) -> dict[str, Any]:
+    parts = []
+    if k.total_steps:
+        parts.append(f"of {k.total_steps:,}")
+    if k.eta_s is not None:
+        parts.append(f"ETA {view.format_duration(k.eta_s)}")
+    return {"delta": " · ".join(parts), "delta_color": "off", "delta_arrow": "off"} if parts else {}
 
 
 def _red_if_nonfinite(value: float | None) -> dict[str, Any]:

@@ -176,9 +176,12 @@ def test_rows_for_a_zoomed_range() -> None:
     assert view.rows_in_steps(steps, None, None) == slice(0, 100)
     assert view.rows_in_steps(steps, 10, 20) == slice(8, 21)  # steps 9..21: one neighbour each side
     df = pd.DataFrame({"step": steps})
-    rows = view.zoomed_rows(df, view.ZoomState(lo=50, hi=60))
-    assert rows[0] == 0 and list(df["step"].to_numpy()[rows[1:]]) == list(range(49, 62))
-    assert view.zoomed_rows(df, view.ZoomState()) == slice(None)
+    rows = view.zoomed_rows(df, view.ZoomState(lo=50, hi=60), context=0.0)
+    assert list(df["step"].to_numpy()[rows]) == list(range(49, 62))
+    rows = view.zoomed_rows(df, view.ZoomState(lo=50, hi=60))  # one zoom width of context each side
+    assert list(df["step"].to_numpy()[rows]) == list(range(39, 72))
+    assert list(df["step"].to_numpy()[view.zoomed_rows(df, view.ZoomState(lo=95))]) == list(range(94, 101))
+    assert view.zoomed_rows(df, view.ZoomState()) is None
 
 
 # ----------------------------------------------------------------------------- figures
@@ -200,6 +203,7 @@ def test_live_figures_hold_the_panels_traces_zoom_and_hidden_entries() -> None:
     # zoomed: the range is drawn at full resolution (every step 1000..2000 plus neighbours)
     raw = next(t for t in loss_lr.data if t.name == "loss (raw)")
     assert sum(1000 <= x <= 2000 for x in raw.x) == 101
+    assert min(raw.x) < 1000 and max(raw.x) <= 3010  # one zoom width of context each side
     assert any("threshold" in (t.name or "") for t in figs["speed_grad"].data)
     unzoomed = view.live_figures(df, settings, view.ZoomState())
     assert unzoomed["loss_lr"].layout.xaxis.range is None

@@ -1,0 +1,161 @@
+"""Drive the real dashboard in a real Chromium: start ``streamlit run`` on a free port, open a page.
+
+Used by the browser test and the dashboard benchmark. Playwright cannot download browsers on these
+machines, so it launches Debian's Chromium (``/usr/bin/chromium``, ``apt-get install chromium``).
+Waits are polls with deadlines, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "dashboard.py"
+CHROMIUM = os.environ.get("MONITOR_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+T = TypeVar("T")
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is not installed"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def poll(check: Callable[[], T], timeout: float, interval: float = 0.05, what: str = "condition") -> T:
+    """Call ``check`` until it returns something truthy; raise TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error on timeout
+            last_error = exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}") from last_error
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def streamlit_server(log_root: Path, log_file: Path, extra: list[str] | None = None) -> Iterator[str]:
+    """``streamlit run dashboard.py -- --logdir ROOT`` on a free port; yields its base URL."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(DASHBOARD),
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        *(extra or []),
+        "--",
+        "--logdir",
+        str(log_root),
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("MONITOR_LOGDIR", None)
+    with open(log_file, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        poll(lambda: _healthy(url) or proc.poll() is not None, timeout=60, interval=0.1, what="streamlit to start")
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_file}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1500, height: int = 1300) -> Iterator[Any]:
+    """A fresh page in headless system Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            browser.close()
+
+
+# JavaScript run in the page to read what a chart really shows.
+JS_CHART = """
+([key, name]) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  if (!gd || !gd._fullData || !gd._fullLayout) return null;
+  const trace = gd._fullData.find((t) => t.name === name);
+  let maxX = null, n = 0, visible = null;
+  if (trace && trace.x) {
+    n = trace.x.length;
+    for (let i = 0; i < n; i++) { const v = Number(trace.x[i]); if (maxX === null || v > maxX) maxX = v; }
+    visible = trace.visible;
+  }
+  const xa = gd._fullLayout.xaxis;
+  return { range: xa.range.map(Number), autorange: xa.autorange, maxX: maxX, n: n, visible: visible };
+}
+"""
+
+
+def chart_state(page: Any, key: str, trace: str) -> dict[str, Any] | None:
+    """``{range, autorange, maxX, n, visible}`` of one trace in the chart with container key ``key``."""
+    return page.evaluate(JS_CHART, [key, trace])
+
+
+def drag_zoom(page: Any, key: str, frm: float, to: float) -> None:
+    """Drag across the plot area of chart ``key`` from fraction ``frm`` to ``to`` of its width."""
+    box = page.locator(f".st-key-{key} .js-plotly-plot .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] * 0.5
+    page.mouse.move(box["x"] + box["width"] * frm, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * to, y + 2, steps=10)
+    page.mouse.up()
