@@ -207,6 +207,7 @@ class TensorBoardRun:
         self._discover()
         out: dict[tuple[int, int, int], dict[str, Any]] = {}
         budget = max_events
+        newest = self._newest_per_directory()
         for state in sorted(self._files.values(), key=lambda s: (s.rank, s.seg, s.subdir, s.path)):
             if state.done:
                 continue
@@ -215,7 +216,7 @@ class TensorBoardRun:
             count = self._read(state, out, budget)
             if budget is not None:
                 budget -= count
-            elif count == 0 and self._has_newer_sibling(state):
+            elif count == 0 and newest[os.path.dirname(state.path)] != state.path:
                 state.done = True  # a newer file in the same directory: this writer has moved on
         records = [out[key] for key in sorted(out)]
         self.n_records += len(records)
@@ -318,11 +319,14 @@ class TensorBoardRun:
         segments = [seg for file_stamp, seg in self._main_files.get(rank, []) if file_stamp <= stamp]
         return max(segments, default=1)
 
-    def _has_newer_sibling(self, state: _File) -> bool:
-        directory = os.path.dirname(state.path)
-        return any(
-            os.path.dirname(other.path) == directory and other.path > state.path for other in self._files.values()
-        )
+    def _newest_per_directory(self) -> dict[str, str]:
+        """The newest (last by name) event file of each directory."""
+        newest: dict[str, str] = {}
+        for path in self._files:
+            directory = os.path.dirname(path)
+            if path > newest.get(directory, ""):
+                newest[directory] = path
+        return newest
 
     # ------------------------------------------------------------------ reading
     def _read(self, state: _File, out: dict[tuple[int, int, int], dict[str, Any]], budget: int | None) -> int:

@@ -225,3 +225,10 @@ def test_missing_tensorboard_package_gives_a_clear_error(monkeypatch: pytest.Mon
         TensorBoardRun(tmp_path)
     assert isinstance(caught.value, ImportError)
     assert str(caught.value) == TENSORBOARD_MISSING
+
+
+def test_a_rank_directory_opened_alone_keeps_its_rank(two_ranks) -> None:
+    root, _ = two_ranks
+    run = TensorBoardRun(root / "rank_1")
+    records = run.poll()
+    assert run.ranks == [1] and {r["rank"] for r in records} == {1} and len(records) == 4
