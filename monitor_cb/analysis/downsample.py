@@ -15,7 +15,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from tsdownsample import MinMaxLTTBDownsampler
 
-from monitor_cb.analysis.series import logged_rows
+from monitor_cb.analysis.series import float_values, logged_rows
 
 DEFAULT_N_OUT = 2000
 # Below this many finite points per output point a Python-side split costs more than it saves.
@@ -109,7 +109,7 @@ def downsample_frame(
         rows = np.flatnonzero(logged_rows(df, column, logged))
         if rows.size == 0:
             continue
-        picked = downsample_indices(xv[rows], df[column].to_numpy(dtype=np.float64)[rows], per_column)
+        picked = downsample_indices(xv[rows], float_values(df[column])[rows], per_column)
         parts.append(rows[picked])
     if not parts:
         return np.empty(0, dtype=np.int64)

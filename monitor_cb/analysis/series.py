@@ -81,6 +81,13 @@ def unix_to_datetime64(t: ArrayLike) -> np.ndarray:
     return ns
 
 
+def float_values(column: pd.Series) -> np.ndarray:
+    """A column as float64 with NaN for missing values, also for nullable (``Int64``, ``Float64``) columns."""
+    if column.dtype == np.float64:
+        return column.to_numpy()
+    return column.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def metric_columns(df: pd.DataFrame) -> list[str]:
     """Numeric metric columns in frame order (index columns like ``step``/``t``/``rank`` left out)."""
     return [c for c in df.columns if c not in INDEX_COLUMNS and pd.api.types.is_numeric_dtype(df[c])]
@@ -102,7 +109,7 @@ def nonfinite_rows(df: pd.DataFrame, column: str, logged: Mapping[str, ArrayLike
     """Row positions where ``column`` was logged as NaN or ±inf."""
     if column not in df.columns:
         return np.empty(0, dtype=np.int64)
-    values = df[column].to_numpy(dtype=np.float64)
+    values = float_values(df[column])
     return np.flatnonzero(~np.isfinite(values) & logged_rows(df, column, logged))
 
 
@@ -137,7 +144,7 @@ def latest(df: pd.DataFrame, column: str, logged: Mapping[str, ArrayLike] | None
     """``(step, value)`` of the last logged value of ``column`` (may be NaN), for KPI tiles; None if never logged."""
     if column not in df.columns or len(df) == 0:
         return None
-    values = df[column].to_numpy(dtype=np.float64)
+    values = float_values(df[column])
     rows = np.flatnonzero(logged_rows(df, column, logged))
     if rows.size == 0:
         return None
@@ -148,4 +155,4 @@ def latest(df: pd.DataFrame, column: str, logged: Mapping[str, ArrayLike] | None
 def _column(df: pd.DataFrame, name: str, kind: str) -> np.ndarray:
     if name not in df.columns:
         raise KeyError(f"x axis {kind!r} needs the column {name!r}; the frame has {list(df.columns)}")
-    return df[name].to_numpy(dtype=np.float64)
+    return float_values(df[name])

@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from monitor_cb.analysis.downsample import DEFAULT_N_OUT, downsample_indices
-from monitor_cb.analysis.series import XAxis, logged_rows, x_axis
+from monitor_cb.analysis.series import XAxis, float_values, logged_rows, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
 
 # A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
@@ -266,7 +266,7 @@ def memory_figure(
     keep = [c for c in ("step", "t", "samples") if c in df.columns and c not in columns]
     gib = df[keep].copy()
     for column in columns:
-        gib[column] = df[column].to_numpy(dtype=np.float64) / GIB
+        gib[column] = float_values(df[column]) / GIB
     return dual_axis_figure(
         gib,
         x,
@@ -380,7 +380,7 @@ def _select(
     df: pd.DataFrame, xa: XAxis, metric: str, logged: Masks, draw: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
     """x, y, step of the rows where ``metric`` was logged and x is valid, sorted by x, and which of them to draw."""
-    y = df[metric].to_numpy(dtype=np.float64)
+    y = float_values(df[metric])
     xv = xa.values
     steps = df["step"].to_numpy() if "step" in df.columns else None
     keep = logged_rows(df, metric, logged) & _valid_x(xv)

@@ -13,6 +13,7 @@ from monitor_cb.analysis.series import (
     available_x,
     finite_range,
     first_nonfinite,
+    float_values,
     latest,
     logged_rows,
     metric_columns,
@@ -95,3 +96,17 @@ def test_latest(frame):
 
 def test_metric_columns(frame):
     assert metric_columns(frame) == ["loss", "samples", "eval_loss"]
+
+
+def test_nullable_columns_become_nan():
+    df = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "t": [T0, T0 + 1, T0 + 2],
+            "samples": pd.array([32, None, 96], dtype="Int64"),
+            "loss": pd.array([1.0, None, 3.0], dtype="Float64"),
+        }
+    )
+    assert np.isnan(x_axis(df, "samples").values[1])
+    assert first_nonfinite(df, "loss") == (2, T0 + 1)
+    assert finite_range(float_values(df["loss"])) == (1.0, 3.0)

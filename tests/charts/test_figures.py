@@ -296,3 +296,11 @@ def test_colours_are_stable_per_metric_and_distinct_within_a_figure():
     assert len({a[n].line.color for n in ("grad_norm", "m0", "loss")}) == 3
     many = dual_axis_figure(df, "step", [f"m{i}" for i in range(12)])
     assert len({t.line.color for t in many.data}) == 9  # the whole palette is used before repeating
+
+
+def test_nullable_dtypes_and_missing_x_values():
+    df = make_frame(100)
+    df["samples"] = pd.array([None, *range(32, 32 * 100, 32)], dtype="Int64")
+    df["loss"] = df["loss"].astype("Float64")
+    fig = dual_axis_figure(df, "samples", ["loss"])
+    assert len(fig.data[0].x) == 99  # the row without an x value is left out
