@@ -172,6 +172,7 @@ class TensorBoardRun:
         self.path = Path(path)
         self._files: dict[str, _File] = {}
         self._main_files: dict[int, list[tuple[int, int]]] = {}  # rank -> [(name stamp, seg)]
+        self._warned: set[str] = set()
         self.texts: dict[str, str] = {}  # add_text summaries (MindFormers writes its config there)
         self.n_events = 0
         self.n_records = 0
@@ -262,7 +263,7 @@ class TensorBoardRun:
             try:
                 loader = self._loader_class(path)
             except Exception as exc:  # noqa: BLE001 - unreadable now; try again next poll
-                logger.warning("cannot open TensorBoard event file %s: %s", path, exc)
+                self._warn_once(path, f"cannot open TensorBoard event file {path}: {exc}")
                 continue
             if subdir:
                 seg = self._segment_of(rank, path)
@@ -283,6 +284,8 @@ class TensorBoardRun:
         newest = self.last_write or 0.0
         with os.scandir(root) as entries:
             for entry in entries:
+                if entry.name.startswith(".") or entry.is_symlink():
+                    continue  # like discovery: no hidden entries, never follow a link out of the run
                 if entry.is_dir():
                     match = _RANK_DIR.match(entry.name)
                     if match:
@@ -303,12 +306,13 @@ class TensorBoardRun:
     @staticmethod
     def _walk(directory: str, rank_root: str, rank: int, found: list[tuple[str, int, str]]) -> float:
         newest = 0.0
-        for dirpath, _dirnames, filenames in os.walk(directory):
+        for dirpath, dirnames, filenames in os.walk(directory):  # does not follow directory links
+            dirnames[:] = [name for name in dirnames if not name.startswith(".")]
             subdir = os.path.relpath(dirpath, rank_root)
             subdir = "" if subdir == "." else subdir.replace(os.sep, "/")
             for name in filenames:
-                if is_event_file(name):
-                    path = os.path.join(dirpath, name)
+                path = os.path.join(dirpath, name)
+                if is_event_file(name) and not name.startswith(".") and not os.path.islink(path):
                     found.append((path, rank, subdir))
                     newest = max(newest, _mtime(path))
         return newest
@@ -318,6 +322,11 @@ class TensorBoardRun:
         stamp = _stamp(path)
         segments = [seg for file_stamp, seg in self._main_files.get(rank, []) if file_stamp <= stamp]
         return max(segments, default=1)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message)
 
     def _newest_per_directory(self) -> dict[str, str]:
         """The newest (last by name) event file of each directory."""
@@ -338,7 +347,7 @@ class TensorBoardRun:
                 if budget is not None and count >= budget:
                     break
         except Exception as exc:  # noqa: BLE001 - a vanished or unreadable file must not stop the others
-            logger.warning("cannot read TensorBoard event file %s: %s", state.path, exc)
+            self._warn_once(state.path, f"cannot read TensorBoard event file {state.path}: {exc}")
         self.n_events += count
         return count
 

@@ -232,3 +232,14 @@ def test_a_rank_directory_opened_alone_keeps_its_rank(two_ranks) -> None:
     run = TensorBoardRun(root / "rank_1")
     records = run.poll()
     assert run.ranks == [1] and {r["rank"] for r in records} == {1} and len(records) == 4
+
+
+def test_links_and_hidden_entries_are_not_followed(tmp_path: Path, two_ranks) -> None:
+    root, _ = two_ranks
+    outside = tmp_path / "outside"
+    write_run(outside, (5,), range(1, 2))[5].close()
+    (root / "rank_9").symlink_to(outside / "rank_5", target_is_directory=True)
+    (root / ".rank_7").mkdir()
+    run = TensorBoardRun(root)
+    run.poll()
+    assert run.ranks == [0, 1]
