@@ -1,0 +1,146 @@
+"""``python -m monitor_cb watch [LOGROOT]``: the headless watcher.
+
+Tails every run under the log root (new runs included), runs the detectors on new records and
+sends each new finding, and each run lifecycle event (finished, failed, stopped by the guard,
+stalled, crashed), once to the configured channels. ``--once`` does one pass and exits (cron,
+tests); otherwise it polls every ``--interval`` seconds until interrupted. Settings:
+docs/NOTIFICATIONS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+# Keep this module's top-level imports light: the CLI imports it to build its parser.
+
+ENV_CONFIG = "MONITOR_NOTIFY_CONFIG"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "logroot",
+        nargs="?",
+        default=None,
+        metavar="LOGROOT",
+        help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)",
+    )
+    parser.add_argument(
+        "--config", default=None, help=f"notification settings, TOML or JSON (default: ${ENV_CONFIG} if set)"
+    )
+    parser.add_argument("--once", action="store_true", help="one pass, deliver, exit (for cron and tests)")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes (default 10)")
+    parser.add_argument(
+        "--exec",
+        dest="exec_command",
+        default=None,
+        metavar="CMD",
+        help="also run this command per message, e.g. 'notify-send Training' (no shell; the alert is in "
+        "MONITOR_* environment variables and JSON on stdin)",
+    )
+    parser.add_argument("--webhook", default=None, metavar="URL", help="also POST the generic JSON body to this URL")
+    parser.add_argument(
+        "--min-severity", choices=("info", "warning", "error"), default=None, help="override every channel's minimum"
+    )
+    parser.add_argument(
+        "--skip-older",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="runs first seen idle for over S seconds are recorded without alerts (default 3600; 0 = report all)",
+    )
+    parser.add_argument(
+        "--state", default=None, metavar="FILE", help="state file (default LOGROOT/.monitor/watch-state.json)"
+    )
+    parser.add_argument(
+        "--test", action="store_true", help="send one test notification to every channel, print the results, exit"
+    )
+    parser.add_argument("--quiet", action="store_true", help="log warnings only")
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor_cb.notify.config import ConfigError, add_flag_channels, load_config
+    from monitor_cb.notify.delivery import Notifier
+
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    config_path = args.config or os.environ.get(ENV_CONFIG) or None
+    try:
+        config = load_config(config_path)
+        add_flag_channels(
+            config, exec_command=args.exec_command, webhook_url=args.webhook, min_severity=args.min_severity
+        )
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.interval <= 0:
+        print(f"error: --interval must be > 0, got {args.interval}", file=sys.stderr)
+        return 2
+    notifier = Notifier(config)
+    if args.test:
+        return _send_test(notifier)
+    if not config.routes:
+        logging.getLogger("monitor_cb.notify").warning(
+            "no channels configured (--config FILE, $%s, --exec or --webhook): alerts are only logged", ENV_CONFIG
+        )
+    root = Path(args.logroot) if args.logroot else _default_root()
+    if not root.is_dir():
+        print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_CB_LOGDIR", file=sys.stderr)
+        return 2
+    from monitor_cb.notify.watcher import Watcher
+
+    watcher = Watcher(root, notifier, state_path=args.state, skip_older=args.skip_older, link=config.link)
+    if args.once:
+        watcher.poll()
+        ok = notifier.close(timeout=_close_timeout(config))
+        return 0 if ok else 1
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    try:
+        watcher.run(args.interval, stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        notifier.close(timeout=_close_timeout(config))
+    return 0
+
+
+def _default_root() -> Path:
+    return Path(os.environ.get("MONITOR_CB_LOGDIR") or "logs")
+
+
+def _close_timeout(config: object) -> float:
+    """Long enough for every attempt with its back-off, bounded."""
+    timeout = getattr(config, "timeout", 10.0)
+    retries = getattr(config, "retries", 3)
+    backoff = getattr(config, "backoff", 1.0)
+    return min(300.0, (retries + 1) * timeout + backoff * (2 ** max(retries, 0)) + 5.0)
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _send_test(notifier: object) -> int:
+    results = notifier.send_test()  # type: ignore[attr-defined]
+    if not results:
+        print("no channels configured", file=sys.stderr)
+        return 2
+    for result in results:
+        print(f"{result.channel}: {'ok' if result.ok else 'FAILED ' + (result.error or '')}")
+    return 0 if all(r.ok for r in results) else 1

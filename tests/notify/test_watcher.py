@@ -1,0 +1,200 @@
+"""The headless watcher on real runs (MetricsWriter -> RunStore -> diagnose -> Notifier -> receiver)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monitor_cb.notify.channels import WebhookChannel
+from monitor_cb.notify.config import NotifyConfig, Route
+from monitor_cb.notify.delivery import Notifier
+from monitor_cb.notify.masking import Secret
+from monitor_cb.notify.state import WatchState
+from monitor_cb.notify.training import TrainingNotifier, guard_message
+from monitor_cb.notify.watcher import Watcher
+from monitor_cb.writer import MetricsWriter
+
+from .conftest import wait_for
+
+pytest.importorskip("monitor_cb.ingest")
+pytest.importorskip("monitor_cb.diagnosis")
+
+NAN = math.nan
+
+
+def make_notifier(receiver) -> Notifier:
+    route = Route(WebhookChannel("hook", Secret(receiver.url + "/hook")), min_severity="info")
+    return Notifier(NotifyConfig(routes=[route], timeout=2, retries=1, backoff=0.05, group_window=0, gather=0.05))
+
+
+def sent(receiver) -> list[dict]:
+    """Every alert the receiver got, digests unpacked."""
+    return [alert for body in receiver.bodies() for alert in body["alerts"]]
+
+
+def write_run(root: Path, name: str, steps: range, nan_from: int | None = None, **close: str) -> MetricsWriter:
+    writer = MetricsWriter(root / name, fsync_interval=0)
+    for step in steps:
+        loss = NAN if nan_from is not None and step >= nan_from else 2.0 / (1 + step * 0.01)
+        writer.log(step=step, loss=loss, lr=1e-3, grad_norm=1.0)
+    if close:
+        writer.close(**close)
+    else:
+        assert writer.flush()
+    return writer
+
+
+def watch_once(root: Path, receiver, **kwargs) -> list:
+    notifier = make_notifier(receiver)
+    watcher = Watcher(root, notifier, **kwargs)
+    alerts = watcher.poll()
+    assert notifier.close(timeout=10)
+    return alerts
+
+
+def test_nan_run_alerts_once_restart_sends_nothing_new_run_is_watched(tmp_path: Path, http_receiver):
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    write_run(
+        root, "exp1", range(1, 601), nan_from=101, status="stopped", reason="stopped: non-finite loss at step 100"
+    )
+
+    watch_once(root, rx)
+    alerts = sent(rx)
+    assert [a["kind"] for a in alerts].count("nan") == 1  # 500 NaN steps: one alert
+    (nan,) = [a for a in alerts if a["kind"] == "nan"]
+    assert (nan["run"], nan["severity"], nan["step"]) == ("exp1", "error", 101)
+    (stopped,) = [a for a in alerts if a["kind"] == "stopped"]
+    assert stopped["severity"] == "error" and stopped["message"] == "stopped at step 600: non-finite loss at step 100"
+    state_file = root / ".monitor" / "watch-state.json"
+    assert "nan" in json.loads(state_file.read_text())["runs"]["exp1"]["alerted"]
+
+    before = len(rx.requests)
+    watch_once(root, rx)  # a restart: a fresh watcher and notifier over the same state
+    assert len(rx.requests) == before
+
+    write_run(root, "exp2", range(1, 51), status="finished")  # a run that appears later
+    watch_once(root, rx)
+    new = sent(rx)[len(alerts) :]
+    assert [(a["run"], a["kind"]) for a in new] == [("exp2", "finished")]
+    assert new[0]["severity"] == "info" and new[0]["message"] == "run finished at step 50"
+    watch_once(root, rx)
+    assert len(sent(rx)) == len(alerts) + 1  # "finished" reported once
+
+
+def test_live_run_is_tailed(tmp_path: Path, http_receiver):
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    notifier = make_notifier(rx)
+    watcher = Watcher(root, notifier)
+    writer = write_run(root, "live", range(1, 101))
+    assert watcher.poll() == []  # healthy and running: nothing to say
+    for step in range(101, 121):
+        writer.log(step=step, loss=NAN, lr=1e-3, grad_norm=NAN)
+    assert writer.flush()
+    kinds = [a.kind for a in watcher.poll()]
+    assert kinds.count("nan") == 1
+    assert notifier.flush(timeout=5)
+    assert [a["kind"] for a in sent(rx)].count("nan") == 1
+    for step in range(121, 141):  # more NaN: already reported
+        writer.log(step=step, loss=NAN, lr=1e-3)
+    assert writer.flush()
+    assert [a.kind for a in watcher.poll()].count("nan") == 0
+    writer.close("finished")
+    assert [a.kind for a in watcher.poll()] == ["finished"]
+    assert notifier.close(timeout=5)
+
+
+def test_500_findings_of_one_kind_send_one_alert(tmp_path: Path, http_receiver):
+    """Even a detector that reports every NaN step separately produces one alert per (run, kind)."""
+    from monitor_cb.diagnosis import Finding
+
+    def per_step(frame, settings=None, *, status=None, now=None):
+        return [Finding("nan", "error", int(s), f"NaN at {s}") for s in frame["step"][frame["loss"].isna()]]
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    write_run(root, "exp1", range(1, 601), nan_from=101, status="failed", reason="RuntimeError: boom")
+    alerts = watch_once(root, rx, diagnose=per_step)
+    assert [a.kind for a in alerts] == ["nan", "failed"]
+    assert len(json.loads((root / ".monitor" / "watch-state.json").read_text())["runs"]["exp1"]["findings"]) == 500
+    assert [a["kind"] for a in sent(rx)] == ["nan", "failed"]
+
+
+def test_old_runs_are_recorded_without_alerts(tmp_path: Path, http_receiver):
+    import time
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    write_run(root, "old", range(1, 201), nan_from=150, status="stopped", reason="stopped: non-finite loss")
+    alerts = watch_once(root, rx, clock=lambda: time.time() + 7200)  # the run looks two hours old
+    assert alerts == [] and rx.requests == []
+    assert "nan" in WatchState.load(root / ".monitor" / "watch-state.json").runs["old"].alerted
+    assert [a.kind for a in watch_once(root, rx, skip_older=0)] == []  # still nothing: already recorded
+
+
+def test_a_failing_receiver_does_not_stop_the_watcher(tmp_path: Path, http_receiver):
+    root = tmp_path / "logs"
+    hanging, failing, good = http_receiver(hang=True), http_receiver(default_status=500), http_receiver()
+    routes = [
+        Route(WebhookChannel(name, Secret(rx.url + "/h")), min_severity="info")
+        for name, rx in (("hanging", hanging), ("failing", failing), ("good", good))
+    ]
+    notifier = Notifier(NotifyConfig(routes=routes, timeout=0.5, retries=1, backoff=0.05, group_window=0, gather=0))
+    watcher = Watcher(root, notifier)
+    write_run(root, "exp1", range(1, 101), nan_from=50, status="stopped", reason="stopped: non-finite loss")
+    assert len(watcher.poll()) >= 2
+    wait_for(lambda: good.requests, timeout=2, what="the healthy channel")
+    write_run(root, "exp2", range(1, 30), status="finished")
+    assert [a.kind for a in watcher.poll()] == ["finished"]  # the watcher goes on
+    assert notifier.close(timeout=5)
+    assert {a["run"] for a in sent(good)} == {"exp1", "exp2"}
+
+
+def test_training_notifier_sends_the_guard_decision(tmp_path: Path, http_receiver):
+    rx = http_receiver()
+    route = Route(WebhookChannel("hook", Secret(rx.url + "/h")), min_severity="info")
+    config = NotifyConfig(routes=[route], timeout=2, retries=1, backoff=0.05, group_window=0, gather=0)
+    reported: list[str] = []
+    notifier = TrainingNotifier(config, run="exp1", run_name="exp1", on_sent=reported.append)
+    assert notifier.guard_stopped(41_200, "stopped: loss NaN for 3 steps") is True
+    assert notifier.guard_stopped(41_201, "again") is False  # same run and kind: once
+    assert notifier.close(timeout=5)
+    (alert,) = sent(rx)
+    assert alert["message"] == "stopped at step 41,200: loss NaN for 3 steps" and alert["kind"] == "guard_stop"
+    assert reported == ["guard_stop"]
+    assert guard_message(7, None) == "stopped at step 7"
+
+    # The watcher does not repeat a stop the training process already announced.
+    root = tmp_path / "logs"
+    writer = MetricsWriter(root / "exp1", fsync_interval=0)
+    writer.log(step=1, loss=1.0)
+    writer.update_meta(notified=["guard_stop"])
+    writer.close("stopped", reason="stopped: loss NaN for 3 steps")
+    rx2 = http_receiver()
+    assert "stopped" not in [a.kind for a in watch_once(root, rx2)]
+
+
+def test_watch_command_once(tmp_path: Path, http_receiver):
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    write_run(root, "exp1", range(1, 201), nan_from=120, status="stopped", reason="stopped: non-finite loss")
+    config = tmp_path / "notify.toml"
+    config.write_text(
+        '[notify]\nmin_severity = "info"\ngather = 0\ngroup_window = 0\ntimeout = 2\n\n'
+        '[[channels]]\ntype = "webhook"\nurl_env = "TEST_HOOK_URL"\n'
+    )
+    env = {**os.environ, "TEST_HOOK_URL": rx.url + "/hook/cli-secret-token-123"}
+    command = [sys.executable, "-m", "monitor_cb", "watch", str(root), "--config", str(config), "--once"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [a["kind"] for a in sent(rx)].count("nan") == 1
+    assert "cli-secret-token-123" not in done.stderr + done.stdout
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and [a["kind"] for a in sent(rx)].count("nan") == 1
