@@ -16,6 +16,8 @@ Common keyword arguments of every builder:
     logged: per-column "was logged" masks (``RunStore.logged_mask``); without one, every NaN in a
         column is drawn as a logged NaN. Pass it for sparse columns such as ``eval_*``.
     n_out: point budget per trace.
+    rank: for a frame merging several ranks, the rank drawn (default the lowest); NaN/±inf of the
+        other ranks are still marked.
     rows: row positions (``iloc``: a slice or an index array) to draw, e.g. a zoomed step range at
         full resolution. Smoothing and the ``elapsed_*`` origin still use the whole frame, so a
         zoomed curve is the same curve, not one restarted at the zoom's left edge. None = all rows.
@@ -79,6 +81,7 @@ def dual_axis_figure(
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
+    rank: int | None = None,
     title: str | None = None,
     y_title: str | None = None,
     y2_title: str | None = None,
@@ -99,6 +102,9 @@ def dual_axis_figure(
         height: figure height in px (None = plotly's default).
         markers: metrics drawn raw (never smoothed) as lines with markers: sparse series such as
             ``eval_loss``, where an EMA over a handful of points would only lag.
+        rank: for a frame that merges several ranks (``RunStore.frame(run_id)``): the rank whose
+            curves are drawn, default the lowest. Non-finite values of every other rank are still
+            drawn as markers (the hover names the rank), so a NaN on rank 5 is never hidden.
 
     Returns:
         The figure. Trace names: ``<metric>`` (smoothed, or raw when smoothing is 0),
@@ -108,6 +114,7 @@ def dual_axis_figure(
     ema_debiased([], smoothing)  # validate the weight before any work
     xa = x_axis(df, x)
     draw = _rows_mask(len(df), rows)
+    ranks = _Ranks.of(df, rank)
     fig = go.Figure()
     thresholds = thresholds or {}
     first_bad: dict[Any, list[str]] = {}
@@ -125,7 +132,7 @@ def dual_axis_figure(
                 threshold=thresholds.get(metric),
                 with_markers=metric in markers,
             )
-            bad_x = _add_metric(fig, df, xa, plot, logged, n_out, draw)
+            bad_x = _add_metric(fig, df, xa, plot, _Rows(logged, draw, ranks), n_out)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
     for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
@@ -159,6 +166,7 @@ def eval_figure(
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
+    rank: int | None = None,
 ) -> go.Figure:
     """Train loss against eval metrics: ``*loss*`` evals share the left axis, others (accuracy) go right.
 
@@ -180,6 +188,7 @@ def eval_figure(
         uirevision,
         logged=logged,
         rows=rows,
+        rank=rank,
         n_out=n_out,
         markers=list(evals),
         y_title="loss",
@@ -200,6 +209,7 @@ def components_figure(
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
+    rank: int | None = None,
 ) -> go.Figure:
     """The total loss with its components (``loss_<name>`` columns by default) on one axis."""
     if components is None:
@@ -216,6 +226,7 @@ def components_figure(
         uirevision,
         logged=logged,
         rows=rows,
+        rank=rank,
         n_out=n_out,
         y_title="loss",
     )
@@ -231,6 +242,7 @@ def timing_figure(
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
+    rank: int | None = None,
 ) -> go.Figure:
     """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
     return dual_axis_figure(
@@ -245,6 +257,7 @@ def timing_figure(
         uirevision,
         logged=logged,
         rows=rows,
+        rank=rank,
         n_out=n_out,
         y_title="seconds per step",
         y2_title="samples/s",
@@ -260,6 +273,7 @@ def memory_figure(
     logged: Masks = None,
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
+    rank: int | None = None,
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
     columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
@@ -279,6 +293,7 @@ def memory_figure(
         uirevision,
         logged=logged,
         rows=rows,
+        rank=rank,
         n_out=n_out,
         y_title="GiB",
     )
@@ -308,17 +323,39 @@ class _MetricPlot:
     with_markers: bool
 
 
-def _add_metric(
-    fig: go.Figure,
-    df: pd.DataFrame,
-    xa: XAxis,
-    plot: _MetricPlot,
-    logged: Masks,
-    n_out: int,
-    draw: np.ndarray | None,
-) -> Any:
+@dataclass(frozen=True)
+class _Ranks:
+    """Which rows belong to the drawn rank of a multi-rank frame (``mask`` None: one rank only)."""
+
+    mask: np.ndarray | None
+    ranks: np.ndarray | None
+
+    @classmethod
+    def of(cls, df: pd.DataFrame, rank: int | None) -> _Ranks:
+        if "rank" not in df.columns or len(df) == 0:
+            return cls(None, None)
+        ranks = float_values(df["rank"])
+        if not np.isfinite(ranks).any():
+            return cls(None, None)
+        lowest, highest = np.nanmin(ranks), np.nanmax(ranks)  # cheaper than np.unique on 1M rows
+        if rank is None and lowest == highest:
+            return cls(None, None)
+        chosen = float(rank) if rank is not None else float(lowest)
+        return cls(ranks == chosen, ranks)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Row filters of one figure: logged masks, the drawn range (``rows=``) and the drawn rank."""
+
+    logged: Masks
+    draw: np.ndarray | None
+    ranks: _Ranks
+
+
+def _add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: _MetricPlot, filters: _Rows, n_out: int) -> Any:
     """Add one metric's traces; return the x of its first drawn non-finite point, or None."""
-    selected = _select(df, xa, plot.metric, logged, draw)
+    selected = _select(df, xa, plot.metric, filters)
     if selected is None:
         return None
     xv, y, steps, drawn_rows = selected
@@ -327,8 +364,8 @@ def _add_metric(
         xv, y = xv[drawn_rows], y[drawn_rows]
         steps = steps[drawn_rows] if steps is not None else None
         smooth_all = smooth_all[drawn_rows] if smooth_all is not None else None
-        if y.size == 0:
-            return None
+    if y.size == 0:
+        return None
     picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
     x_drawn, y_drawn = xv[picked], y[picked]
     line_mode = "lines+markers" if plot.with_markers else "lines"
@@ -370,20 +407,23 @@ def _add_metric(
     if plot.threshold is not None:
         _add_threshold(fig, x_drawn, y_drawn, plot)
     bad = picked[~np.isfinite(y_drawn)]
-    if bad.size == 0:
-        return None
-    _add_nonfinite_markers(fig, xv, y, bad, plot, steps)
-    return xv[bad[0]]
+    points = _BadPoints.of_drawn(xv, y, bad, plot, steps, filters.ranks)
+    points = points.plus(_BadPoints.of_other_ranks(df, xa, plot, filters, xv, y, n_out))
+    return points.add_to(fig, plot)
 
 
 def _select(
-    df: pd.DataFrame, xa: XAxis, metric: str, logged: Masks, draw: np.ndarray | None
+    df: pd.DataFrame, xa: XAxis, metric: str, filters: _Rows
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
-    """x, y, step of the rows where ``metric`` was logged and x is valid, sorted by x, and which of them to draw."""
+    """x, y, step of the drawn rank's rows where ``metric`` was logged and x is valid, sorted by x,
+    and which of them lie in the drawn range."""
     y = float_values(df[metric])
     xv = xa.values
     steps = df["step"].to_numpy() if "step" in df.columns else None
-    keep = logged_rows(df, metric, logged) & _valid_x(xv)
+    draw = filters.draw
+    keep = logged_rows(df, metric, filters.logged) & _valid_x(xv)
+    if filters.ranks.mask is not None:
+        keep &= filters.ranks.mask
     if not keep.all():  # copying 1M rows costs milliseconds: only when some rows drop out
         picked = np.flatnonzero(keep)
         xv, y = xv[picked], y[picked]
@@ -399,6 +439,104 @@ def _select(
     return xv, y, steps, (None if draw is None or draw.all() else draw)
 
 
+@dataclass(frozen=True)
+class _BadPoints:
+    """Non-finite points to mark: where, at what height, and the hover text with the real value."""
+
+    x: np.ndarray
+    y: np.ndarray
+    text: list[str]
+
+    @classmethod
+    def of_drawn(
+        cls,
+        xv: np.ndarray,
+        y: np.ndarray,
+        bad: np.ndarray,
+        plot: _MetricPlot,
+        steps: np.ndarray | None,
+        ranks: _Ranks,
+    ) -> _BadPoints:
+        """The drawn series' own NaN/±inf: a NaN has no height, so it sits at the last finite value before it."""
+        if bad.size == 0:
+            return cls(xv[:0], np.empty(0), [])
+        suffix = ""
+        if ranks.mask is not None and ranks.ranks is not None:
+            suffix = f" (rank {int(ranks.ranks[ranks.mask][0])})" if ranks.mask.any() else ""
+        where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
+        text = [f"{plot.metric} = {_nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
+        return cls(xv[bad], _anchor_values(y, bad, plot.log), text)
+
+    @classmethod
+    def of_other_ranks(
+        cls,
+        df: pd.DataFrame,
+        xa: XAxis,
+        plot: _MetricPlot,
+        filters: _Rows,
+        drawn_x: np.ndarray,
+        drawn_y: np.ndarray,
+        cap: int,
+    ) -> _BadPoints:
+        """NaN/±inf on ranks that are not drawn, placed on the drawn curve at the same x."""
+        ranks = filters.ranks
+        if ranks.mask is None or ranks.ranks is None:
+            return cls(xa.values[:0], np.empty(0), [])
+        y_all = float_values(df[plot.metric])
+        other = ~ranks.mask & ~np.isfinite(y_all) & logged_rows(df, plot.metric, filters.logged)
+        other &= _valid_x(xa.values)
+        if filters.draw is not None:
+            other &= filters.draw
+        rows = np.flatnonzero(other)
+        if rows.size > cap:
+            rows = rows[np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))]
+        if rows.size == 0:
+            return cls(xa.values[:0], np.empty(0), [])
+        x_other = xa.values[rows]
+        good = np.flatnonzero(~np.isnan(_drawable(drawn_y, plot.log)))
+        if good.size:
+            before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
+            anchor = drawn_y[good[np.maximum(before, 0)]]
+        else:
+            anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
+        steps = df["step"].to_numpy()[rows] if "step" in df.columns else x_other
+        text = [
+            f"{plot.metric} = {_nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
+            for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
+        ]
+        return cls(x_other, anchor, text)
+
+    def plus(self, other: _BadPoints) -> _BadPoints:
+        if not other.text:
+            return self
+        if not self.text:
+            return other
+        x = np.concatenate([self.x, other.x])
+        order = np.argsort(x, kind="stable")
+        text = self.text + other.text
+        return _BadPoints(x[order], np.concatenate([self.y, other.y])[order], [text[i] for i in order])
+
+    def add_to(self, fig: go.Figure, plot: _MetricPlot) -> Any:
+        """Add the red X marker trace; return the first marked x (None when there is none)."""
+        if not self.text:
+            return None
+        fig.add_trace(
+            go.Scatter(
+                x=self.x,
+                y=self.y,
+                name=f"{plot.metric} non-finite",
+                mode="markers",
+                marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
+                legendgroup=plot.metric,
+                showlegend=False,  # hover tells what it is; the legend stays one line per metric
+                yaxis=plot.yaxis,
+                text=self.text,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+        return self.x[0]
+
+
 def _rows_mask(n: int, rows: Rows) -> np.ndarray | None:
     """``rows`` (slice or positions) as a boolean mask over the frame; None when every row is drawn."""
     if rows is None:
@@ -409,29 +547,6 @@ def _rows_mask(n: int, rows: Rows) -> np.ndarray | None:
     else:
         mask[np.asarray(rows, dtype=np.int64)] = True
     return mask
-
-
-def _add_nonfinite_markers(
-    fig: go.Figure, xv: np.ndarray, y: np.ndarray, bad: np.ndarray, plot: _MetricPlot, steps: np.ndarray | None
-) -> None:
-    """Red X markers for NaN/±inf: a NaN has no height, so it sits at the last finite value before it."""
-    anchor = _anchor_values(y, bad, plot.log)
-    labels = [_nonfinite_label(v) for v in y[bad]]
-    where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
-    fig.add_trace(
-        go.Scatter(
-            x=xv[bad],
-            y=anchor,
-            name=f"{plot.metric} non-finite",
-            mode="markers",
-            marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
-            legendgroup=plot.metric,
-            showlegend=False,  # hover tells what it is; the legend stays one line per metric
-            yaxis=plot.yaxis,
-            text=[f"{plot.metric} = {label} at {w}" for label, w in zip(labels, where, strict=True)],
-            hovertemplate="%{text}<extra></extra>",
-        )
-    )
 
 
 def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: _MetricPlot) -> None:

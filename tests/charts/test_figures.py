@@ -304,3 +304,38 @@ def test_nullable_dtypes_and_missing_x_values():
     df["loss"] = df["loss"].astype("Float64")
     fig = dual_axis_figure(df, "samples", ["loss"])
     assert len(fig.data[0].x) == 99  # the row without an x value is left out
+
+
+def merged_ranks(n: int = 3000, world: int = 4) -> pd.DataFrame:
+    """A frame as RunStore.frame(run_id) returns for a multi-rank run: sorted by step, then rank."""
+    parts = []
+    for rank in range(world):
+        part = make_frame(n, seed=rank)
+        part["rank"] = rank
+        part["loss"] += rank  # ranks differ, so a zig-zag between them would show
+        parts.append(part)
+    return pd.concat(parts).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
+
+
+def test_merged_ranks_draw_one_rank_and_mark_nans_of_all():
+    df = merged_ranks()
+    bad_row = df.index[(df["rank"] == 2) & (df["step"] == 1500)][0]
+    df.loc[bad_row, "loss"] = math.nan
+    fig = dual_axis_figure(df, "step", ["loss"], smoothing=0.5)
+    traces = by_name(fig)
+    raw = traces["loss (raw)"]
+    assert len(raw.x) == 2000 and (np.diff(np.asarray(raw.x)) > 0).all()  # one rank, no zig-zag
+    assert np.asarray(raw.y, dtype=float).max() < 5  # rank 0's values, not rank 3's (+3)
+    marks = traces["loss non-finite"]
+    assert list(marks.x) == [1500] and "rank 2" in marks.text[0]
+    assert marks.y[0] == pytest.approx(df.loc[(df["rank"] == 0) & (df["step"] == 1500), "loss"].iloc[0])
+    assert any("1500" in a.text for a in fig.layout.annotations)
+    rank3 = by_name(dual_axis_figure(df, "step", ["loss"], rank=3))["loss"]
+    assert np.asarray(rank3.y, dtype=float).min() > 3
+
+
+def test_single_rank_frame_needs_no_rank_handling():
+    df = make_frame(100)
+    df.loc[10, "loss"] = math.nan
+    marks = by_name(dual_axis_figure(df, "step", ["loss"]))["loss non-finite"]
+    assert "rank" not in marks.text[0]
