@@ -277,7 +277,7 @@ def memory_figure(
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
     columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
-    keep = [c for c in ("step", "t", "samples") if c in df.columns and c not in columns]
+    keep = [c for c in dict.fromkeys(("step", "t", "rank", "samples", x)) if c in df.columns and c not in columns]
     gib = df[keep].copy()
     for column in columns:
         gib[column] = float_values(df[column]) / GIB

@@ -339,3 +339,11 @@ def test_single_rank_frame_needs_no_rank_handling():
     df.loc[10, "loss"] = math.nan
     marks = by_name(dual_axis_figure(df, "step", ["loss"]))["loss non-finite"]
     assert "rank" not in marks.text[0]
+
+
+def test_memory_figure_keeps_rank_and_custom_x():
+    df = merged_ranks(100, world=2)
+    df["mem_device"] = (1.0 + df["rank"]) * 2**30
+    df["my_x"] = df["step"] * 2.0
+    trace = by_name(memory_figure(df, "my_x"))["mem_device"]
+    assert len(trace.x) == 100 and set(np.asarray(trace.y)) == {1.0}  # rank 0 only
