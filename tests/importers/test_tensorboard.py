@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -243,3 +245,40 @@ def test_links_and_hidden_entries_are_not_followed(tmp_path: Path, two_ranks) ->
     run = TensorBoardRun(root)
     run.poll()
     assert run.ranks == [0, 1]
+
+
+@pytest.mark.mindspore
+def test_events_written_by_mindformers_itself(tmp_path: Path) -> None:
+    """MindFormers 1.9's own MFLossMonitor writes the events (tags, order, units as in a real run)."""
+    if importlib.util.find_spec("mindformers") is None:  # not importorskip: importing it here would break it
+        pytest.skip("mindformers is not installed")
+    script = Path(__file__).with_name("mf_tensorboard_script.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "tensorboard")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0 and "wrote" in done.stdout, done.stderr[-3000:]
+    run = TensorBoardRun(tmp_path / "tensorboard")
+    records = run.poll()
+    assert run.ranks == [0, 1] and len(records) == 10 and run.unaligned == 0
+    rows = by_rank_step(records)
+    row = rows[(1, 2)]
+    assert {k: v for k, v in row.items() if k != "t"} == {
+        "step": 2,
+        "rank": 1,
+        "seg": 1,
+        "lr": 0.001,
+        "samples": 16,
+        "batch_size": 8,
+        "loss": 2.8,
+        "loss_scale": 1024.0,
+        "grad_norm": 2.5,
+        "step_time": 0.252,  # iteration-time 252 ms
+        "throughput": pytest.approx(8 / 0.252, rel=1e-6),
+        "b_samples_per_day": pytest.approx(8 / 0.252 * 86400 / 1e9, rel=1e-6),
+    }
+    assert math.isnan(rows[(0, 3)]["loss"]) and math.isnan(rows[(1, 3)]["loss"])
+    assert [rows[(0, s)]["samples"] for s in range(1, 6)] == [8, 16, 24, 32, 40]
