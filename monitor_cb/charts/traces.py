@@ -1,0 +1,397 @@
+"""The traces of one metric: raw and smoothed lines, non-finite markers, threshold markers.
+
+Internal to :mod:`monitor_cb.charts`; :mod:`monitor_cb.charts.figures` is the public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
+
+from monitor_cb.analysis.downsample import downsample_indices
+from monitor_cb.analysis.series import XAxis, float_values, logged_rows
+from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.charts.style import GL_MIN_POINTS, NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR
+
+# A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
+Threshold = float | tuple[float | None, float | None]
+Masks = Mapping[str, ArrayLike] | None
+Rows = ArrayLike | slice | None
+
+
+@dataclass(frozen=True)
+class MetricPlot:
+    metric: str
+    yaxis: str  # "y" (left) or "y2" (right)
+    color: str
+    smoothing: float
+    log: bool
+    threshold: Threshold | None
+    with_markers: bool
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Which rows belong to the drawn rank of a multi-rank frame (``mask`` None: one rank only)."""
+
+    mask: np.ndarray | None
+    ranks: np.ndarray | None
+
+    @classmethod
+    def of(cls, df: pd.DataFrame, rank: int | None) -> Ranks:
+        if "rank" not in df.columns or len(df) == 0:
+            return cls(None, None)
+        ranks = float_values(df["rank"])
+        if not np.isfinite(ranks).any():
+            return cls(None, None)
+        lowest, highest = np.nanmin(ranks), np.nanmax(ranks)  # cheaper than np.unique on 1M rows
+        if rank is None and lowest == highest:
+            return cls(None, None)
+        chosen = float(rank) if rank is not None else float(lowest)
+        return cls(ranks == chosen, ranks)
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Row filters of one figure: logged masks, the drawn range (``rows=``) and the drawn rank."""
+
+    logged: Masks
+    draw: np.ndarray | None
+    ranks: Ranks
+
+
+def add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: MetricPlot, filters: RowFilter, n_out: int) -> Any:
+    """Add one metric's traces; return the x of its first drawn non-finite point, or None."""
+    selected = _select(df, xa, plot.metric, filters)
+    if selected is None:
+        return None
+    xv, y, steps, drawn_rows = selected
+    smooth_all = ema_debiased(y, plot.smoothing) if plot.smoothing > 0 else None
+    if drawn_rows is not None:  # smoothed over everything, drawn only where asked
+        xv, y = xv[drawn_rows], y[drawn_rows]
+        steps = steps[drawn_rows] if steps is not None else None
+        smooth_all = smooth_all[drawn_rows] if smooth_all is not None else None
+    if y.size == 0:
+        return None
+    picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
+    x_drawn, y_drawn = xv[picked], y[picked]
+    line_mode = "lines+markers" if plot.with_markers else "lines"
+    common = {"mode": line_mode, "legendgroup": plot.metric, "yaxis": plot.yaxis}
+    if smooth_all is not None:
+        smooth = smooth_all[picked]
+        raw_style = {"line": {"color": plot.color, "width": 1}, "opacity": RAW_OPACITY, "showlegend": False}
+        fig.add_trace(
+            _scatter(
+                x_drawn,
+                _drawable(y_drawn, plot.log),
+                name=f"{plot.metric} (raw)",
+                hovertemplate=f"{plot.metric} raw: %{{y:.4g}}<extra></extra>",
+                **raw_style,
+                **common,
+            )
+        )
+        fig.add_trace(
+            _scatter(
+                x_drawn,
+                _drawable(smooth, plot.log),
+                name=plot.metric,
+                line={"color": plot.color, "width": 2},
+                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                **common,
+            )
+        )
+    else:
+        fig.add_trace(
+            _scatter(
+                x_drawn,
+                _drawable(y_drawn, plot.log),
+                name=plot.metric,
+                line={"color": plot.color, "width": 1.5},
+                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                **common,
+            )
+        )
+    if plot.threshold is not None:
+        _add_threshold(fig, x_drawn, y_drawn, plot)
+    bad = picked[~np.isfinite(y_drawn)]
+    points = BadPoints.of_drawn(xv, y, bad, plot, steps, filters.ranks)
+    points = points.plus(BadPoints.of_other_ranks(df, xa, plot, filters, xv, y, n_out))
+    return points.add_to(fig, plot)
+
+
+def _select(
+    df: pd.DataFrame, xa: XAxis, metric: str, filters: RowFilter
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """x, y, step of the drawn rank's rows where ``metric`` was logged and x is valid, sorted by x,
+    and which of them lie in the drawn range."""
+    y = float_values(df[metric])
+    xv = xa.values
+    steps = df["step"].to_numpy() if "step" in df.columns else None
+    draw = filters.draw
+    keep = logged_rows(df, metric, filters.logged) & valid_x(xv)
+    if filters.ranks.mask is not None:
+        keep &= filters.ranks.mask
+    if not keep.all():  # copying 1M rows costs milliseconds: only when some rows drop out
+        picked = np.flatnonzero(keep)
+        xv, y = xv[picked], y[picked]
+        steps = steps[picked] if steps is not None else None
+        draw = draw[picked] if draw is not None else None
+    if y.size == 0:
+        return None
+    if not _non_decreasing(xv):  # wall time can step back after a clock change
+        order = np.argsort(xv, kind="stable")
+        xv, y = xv[order], y[order]
+        steps = steps[order] if steps is not None else None
+        draw = draw[order] if draw is not None else None
+    return xv, y, steps, (None if draw is None or draw.all() else draw)
+
+
+@dataclass(frozen=True)
+class BadPoints:
+    """Non-finite points to mark: where, at what height, and the hover text with the real value."""
+
+    x: np.ndarray
+    y: np.ndarray
+    text: list[str]
+
+    @classmethod
+    def of_drawn(
+        cls,
+        xv: np.ndarray,
+        y: np.ndarray,
+        bad: np.ndarray,
+        plot: MetricPlot,
+        steps: np.ndarray | None,
+        ranks: Ranks,
+    ) -> BadPoints:
+        """The drawn series' own NaN/±inf: a NaN has no height, so it sits at the last finite value before it."""
+        if bad.size == 0:
+            return cls(xv[:0], np.empty(0), [])
+        suffix = ""
+        if ranks.mask is not None and ranks.ranks is not None:
+            suffix = f" (rank {int(ranks.ranks[ranks.mask][0])})" if ranks.mask.any() else ""
+        where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
+        text = [f"{plot.metric} = {_nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
+        return cls(xv[bad], _anchor_values(y, bad, plot.log), text)
+
+    @classmethod
+    def of_other_ranks(
+        cls,
+        df: pd.DataFrame,
+        xa: XAxis,
+        plot: MetricPlot,
+        filters: RowFilter,
+        drawn_x: np.ndarray,
+        drawn_y: np.ndarray,
+        cap: int,
+    ) -> BadPoints:
+        """NaN/±inf on ranks that are not drawn, placed on the drawn curve at the same x."""
+        ranks = filters.ranks
+        if ranks.mask is None or ranks.ranks is None:
+            return cls(xa.values[:0], np.empty(0), [])
+        y_all = float_values(df[plot.metric])
+        other = ~ranks.mask & ~np.isfinite(y_all) & logged_rows(df, plot.metric, filters.logged)
+        other &= valid_x(xa.values)
+        if filters.draw is not None:
+            other &= filters.draw
+        rows = np.flatnonzero(other)
+        if rows.size > cap:
+            rows = rows[np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))]
+        if rows.size == 0:
+            return cls(xa.values[:0], np.empty(0), [])
+        x_other = xa.values[rows]
+        good = np.flatnonzero(~np.isnan(_drawable(drawn_y, plot.log)))
+        if good.size:
+            before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
+            anchor = drawn_y[good[np.maximum(before, 0)]]
+        else:
+            anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
+        steps = df["step"].to_numpy()[rows] if "step" in df.columns else x_other
+        text = [
+            f"{plot.metric} = {_nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
+            for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
+        ]
+        return cls(x_other, anchor, text)
+
+    def plus(self, other: BadPoints) -> BadPoints:
+        if not other.text:
+            return self
+        if not self.text:
+            return other
+        x = np.concatenate([self.x, other.x])
+        order = np.argsort(x, kind="stable")
+        text = self.text + other.text
+        return BadPoints(x[order], np.concatenate([self.y, other.y])[order], [text[i] for i in order])
+
+    def add_to(self, fig: go.Figure, plot: MetricPlot) -> Any:
+        """Add the red X marker trace; return the first marked x (None when there is none)."""
+        if not self.text:
+            return None
+        fig.add_trace(
+            go.Scatter(
+                x=self.x,
+                y=self.y,
+                name=f"{plot.metric} non-finite",
+                mode="markers",
+                marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
+                legendgroup=plot.metric,
+                showlegend=False,  # hover tells what it is; the legend stays one line per metric
+                yaxis=plot.yaxis,
+                text=self.text,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+        return self.x[0]
+
+
+def rows_mask(n: int, rows: Rows) -> np.ndarray | None:
+    """``rows`` (slice or positions) as a boolean mask over the frame; None when every row is drawn."""
+    if rows is None:
+        return None
+    mask = np.zeros(n, dtype=bool)
+    if isinstance(rows, slice):
+        mask[rows] = True
+    else:
+        mask[np.asarray(rows, dtype=np.int64)] = True
+    return mask
+
+
+def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: MetricPlot) -> None:
+    """Red markers on drawn points beyond the bound(s), and a dashed line at each bound."""
+    lower, upper = _bounds(plot.threshold)
+    beyond = np.zeros(y.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if upper is not None:
+            beyond |= y > upper
+        if lower is not None:
+            beyond |= y < lower
+    beyond &= np.isfinite(y)
+    if plot.log:
+        beyond &= y > 0
+    for bound in (lower, upper):
+        if bound is not None and not (plot.log and bound <= 0):
+            fig.add_shape(
+                type="line",
+                xref="paper",
+                x0=0,
+                x1=1,
+                yref=plot.yaxis,
+                y0=bound,
+                y1=bound,
+                line={"color": THRESHOLD_COLOR, "width": 1, "dash": "dash"},
+                opacity=0.6,
+            )
+    if not beyond.any():
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=xv[beyond],
+            y=y[beyond],
+            name=f"{plot.metric} beyond threshold",
+            mode="markers",
+            marker={"size": 6, "color": THRESHOLD_COLOR},
+            legendgroup=plot.metric,
+            showlegend=False,
+            yaxis=plot.yaxis,
+            hovertemplate=f"{plot.metric}: %{{y:.4g}} (beyond threshold)<extra></extra>",
+        )
+    )
+
+
+def add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa: XAxis) -> None:
+    """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
+    with an annotation fails on datetime axes)."""
+    # plotly autoranges over annotations: text running off the data would widen the x axis, so
+    # the label extends towards the middle of the data (usually left: runs die near their end).
+    valid = xa.values[valid_x(xa.values)]
+    mid = valid.min() + (valid.max() - valid.min()) / 2 if valid.size else x_value
+    anchor = "right" if x_value > mid else "left"
+    x_value = _plain_x(x_value, xa.is_datetime)
+    fig.add_shape(
+        type="line",
+        xref="x",
+        x0=x_value,
+        x1=x_value,
+        yref="paper",
+        y0=0,
+        y1=1,
+        line={"color": NONFINITE_COLOR, "width": 1, "dash": "dot"},
+    )
+    if isinstance(x_value, pd.Timestamp):
+        at = x_value.strftime("%Y-%m-%d %H:%M:%S")
+    else:
+        at = f"{x_value:g}" if isinstance(x_value, (int, float)) else str(x_value)
+    fig.add_annotation(
+        x=x_value,
+        xref="x",
+        y=1,
+        yref="paper",
+        yanchor="top",
+        xanchor=anchor,
+        text=f"first non-finite {', '.join(names)} @ {xa.title} {at}",
+        showarrow=False,
+        font={"color": NONFINITE_COLOR, "size": 11},
+        bgcolor="rgba(255,255,255,0.7)",
+    )
+
+
+def _plain_x(value: Any, is_datetime: bool) -> Any:
+    """A numpy scalar as a value plotly shapes accept (whole milliseconds for dates, float otherwise)."""
+    if is_datetime:
+        return pd.Timestamp(value).round("ms")
+    return value.item() if hasattr(value, "item") else value
+
+
+def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
+    trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
+    return trace(x=x, y=y, **kwargs)
+
+
+def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
+    """y with non-finite values (and values <= 0 on a log axis) as NaN gaps."""
+    out = np.where(np.isfinite(y), y, np.nan)
+    if log:
+        with np.errstate(invalid="ignore"):
+            out[out <= 0] = np.nan
+    return out
+
+
+def _anchor_values(y: np.ndarray, bad: np.ndarray, log: bool) -> np.ndarray:
+    """For each position in ``bad``, the last drawable value before it (else the first after; else 1 or 0)."""
+    good = np.flatnonzero(~np.isnan(_drawable(y, log)))
+    if good.size == 0:
+        return np.full(bad.size, 1.0 if log else 0.0)
+    before = np.searchsorted(good, bad) - 1  # bad positions are never in good
+    source = good[np.where(before >= 0, before, 0)]
+    return y[source]
+
+
+def valid_x(values: np.ndarray) -> np.ndarray:
+    if np.issubdtype(values.dtype, np.datetime64):
+        return ~np.isnat(values)
+    return np.isfinite(values.astype(np.float64, copy=False))
+
+
+def _non_decreasing(values: np.ndarray) -> bool:
+    return bool(np.all(values[1:] >= values[:-1]))
+
+
+def _bounds(threshold: Threshold | None) -> tuple[float | None, float | None]:
+    if threshold is None:
+        return None, None
+    if isinstance(threshold, tuple):
+        lower, upper = threshold
+        return lower, upper
+    return None, float(threshold)
+
+
+def _nonfinite_label(value: float) -> str:
+    if np.isnan(value):
+        return "NaN"
+    return "+inf" if value > 0 else "-inf"
