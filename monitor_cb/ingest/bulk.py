@@ -28,12 +28,10 @@ def substitute_nonfinite(data: bytes) -> bytes:
     """Replace every NaN / Infinity value token (quoted or bare) by its sentinel number."""
     spans: list[tuple[int, int, bytes]] = []
     for token in (b"NaN", b"Infinity"):
-        pos = data.find(token)
-        while pos >= 0:
+        for pos in _occurrences(data, token):
             span = _value_span(data, pos, token)
             if span is not None:
                 spans.append(span)
-            pos = data.find(token, pos + len(token))
     if not spans:
         return data
     spans.sort()
@@ -45,6 +43,29 @@ def substitute_nonfinite(data: bytes) -> bytes:
         last = end
     pieces.append(data[last:])
     return b"".join(pieces)
+
+
+def _occurrences(data: bytes, token: bytes) -> list[int]:
+    """Positions of ``token``. Searching its first byte is memchr-fast (20x a substring search);
+    if that byte turns out common (keys with capitals), switch to the substring search."""
+    found: list[int] = []
+    first = token[:1]
+    misses = 0
+    pos = data.find(first)
+    while pos >= 0:
+        if data.startswith(token, pos):
+            found.append(pos)
+            pos = data.find(first, pos + len(token))
+            continue
+        misses += 1
+        if misses > 10_000 and misses > 4 * len(found):
+            pos = data.find(token, pos + 1)
+            while pos >= 0:
+                found.append(pos)
+                pos = data.find(token, pos + len(token))
+            break
+        pos = data.find(first, pos + 1)
+    return found
 
 
 def _value_span(data: bytes, pos: int, token: bytes) -> tuple[int, int, bytes] | None:
@@ -81,10 +102,11 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> Batch |
         frame = pl.read_ndjson(io.BytesIO(substitute_nonfinite(data)), schema=schema)
     except Exception:  # noqa: BLE001 - any polars complaint sends the chunk to the careful path
         return None
-    # Every ``"key":`` in the chunk must have landed in a non-null cell: otherwise a key
-    # was outside the schema, a value was null or nested, or a key was duplicated.
+    # Every value has its own colon, so colons >= non-null cells; equality proves that no key
+    # fell outside the schema, no value was null or nested and no string held a colon.
+    # (Counting one byte is memchr-fast; counting '":' would cost twice as much.)
     cells = int(sum(frame.height - count for count in frame.null_count().row(0)))
-    if cells != data.count(b'":'):
+    if cells != data.count(b":"):
         return None
     return _to_batch(frame, kinds, line_cap)
 

@@ -15,13 +15,16 @@ import numpy as np
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES, ChunkParser
+from monitor_cb.ingest.status import usual_interval
 from monitor_cb.ingest.table import RankTable
 from monitor_cb.ingest.tail import Chunk, FileTail
+from monitor_cb.record import meta_path_for
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MAX_BAD_KEPT = 1000  # bad lines remembered with their offsets; all are counted
+_RECENT = 64  # records that define the usual interval
 
 
 class MetricsSource:
@@ -51,6 +54,8 @@ class MetricsSource:
         self.bad_count = 0
         self.bad_lines: list[BadLine] = []
         self.last_poll = 0.0
+        self.meta_path = meta_path_for(path)
+        self._interval: tuple[int, float | None] = (-1, None)
 
     def poll(self) -> int:
         """Read what is new; returns the number of records taken (0 when idle)."""
@@ -76,6 +81,14 @@ class MetricsSource:
     def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
         with self.lock:
             return self.table.logged(column, all_segments)
+
+    def usual_interval(self) -> float | None:
+        """Median seconds between the last records (cached per table version)."""
+        with self.lock:
+            version = self.table.version
+            if self._interval[0] != version:
+                self._interval = (version, usual_interval(self.table.times(_RECENT)))
+            return self._interval[1]
 
     def _reset(self) -> None:
         self.table.clear()

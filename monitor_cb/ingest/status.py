@@ -45,7 +45,7 @@ class FileActivity:
     meta: dict[str, Any]
     last_write: float  # mtime, Unix s
     torn: bool  # bytes after the last newline
-    recent_times: np.ndarray  # ``t`` of the last records
+    interval: float | None  # usual seconds between records (median of the last ones), None if unknown
 
 
 def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tuple[str, str | None]:
@@ -59,7 +59,7 @@ def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tup
         return "crashed", f"process {meta.get('pid')} on {meta.get('host')} is gone"
     if activity.torn and idle > policy.torn_grace_s:
         return "crashed", f"the file ends in a torn line and nothing was written for {idle:.0f} s"
-    stall_after = stall_threshold(activity.recent_times, policy)
+    stall_after = stall_threshold(activity.interval, policy)
     if idle > stall_after:
         if not meta and idle > policy.assume_finished_after_s:
             return "finished", f"no metadata file; nothing written for {idle:.0f} s"
@@ -74,13 +74,19 @@ def combine(statuses: list[tuple[str, str | None]]) -> tuple[str, str | None]:
     return min(statuses, key=lambda item: PRIORITY.index(item[0]))
 
 
-def stall_threshold(recent_times: np.ndarray, policy: StatusPolicy) -> float:
-    """max(factor x median interval between records, minimum)."""
-    times = recent_times[np.isfinite(recent_times)]
-    if len(times) < 2:
+def stall_threshold(interval: float | None, policy: StatusPolicy) -> float:
+    """max(factor x usual interval, minimum)."""
+    if interval is None:
         return policy.stall_min_s
-    interval = float(np.median(np.diff(times)))
     return max(policy.stall_factor * max(interval, 0.0), policy.stall_min_s)
+
+
+def usual_interval(times: np.ndarray) -> float | None:
+    """Median seconds between consecutive records, None with fewer than two timed records."""
+    times = times[np.isfinite(times)]
+    if len(times) < 2:
+        return None
+    return float(np.median(np.diff(times)))
 
 
 def process_gone(meta: dict[str, Any]) -> bool:

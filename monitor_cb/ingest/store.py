@@ -23,8 +23,8 @@ from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.source import MetricsSource
-from monitor_cb.ingest.status import FileActivity, StatusPolicy, combine, file_status
-from monitor_cb.record import meta_path_for, rank_from_filename
+from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
+from monitor_cb.record import rank_from_filename
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 ENV_ROOT = "MONITOR_CB_LOGDIR"
 DEFAULT_ROOT = "logs"
 _META_CAP = 1 << 20
-_RECENT = 64  # records used for the usual interval
 
 
 def default_root() -> Path:
@@ -66,6 +65,7 @@ class _Run:
         self.sources: dict[Path, MetricsSource] = {}
         self.lock = threading.Lock()
         self.merged: dict[tuple[Any, ...], tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]] = {}
+        self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
 
 
 class RunStore:
@@ -102,7 +102,7 @@ class RunStore:
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
-        self._meta: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+        self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ discovery
     def refresh(self, force: bool = False) -> None:
@@ -155,15 +155,25 @@ class RunStore:
         return self._info(run)
 
     def _info(self, run: _Run) -> RunInfo:
+        """RunInfo, reused while nothing changed (for at most a second while the run may still change status)."""
         sources = list(run.sources.values())
         now = self.clock()
+        metas = [self._read_meta(source.meta_path) for source in sources]
+        key = tuple(
+            (id(s), s.table.version, s.bad_count, s.tail.mtime, s.tail.pending, id(m))
+            for s, m in zip(sources, metas, strict=True)
+        )
+        cached = run.info
+        if cached is not None and cached[0] == key and (cached[2].status in FINAL or 0 <= now - cached[1] < 1.0):
+            return cached[2]
+        info = self._fresh_info(run, sources, metas, now)
+        run.info = (key, now, info)
+        return info
+
+    def _fresh_info(self, run: _Run, sources: list[MetricsSource], metas: list[dict[str, Any]], now: float) -> RunInfo:
         statuses = []
-        metas = []
-        for source in sources:
-            meta = self._read_meta(source.path)
-            metas.append(meta)
-            with source.lock:
-                activity = FileActivity(meta, source.tail.mtime, source.tail.pending > 0, source.table.times(_RECENT))
+        for source, meta in zip(sources, metas, strict=True):
+            activity = FileActivity(meta, source.tail.mtime, source.tail.pending > 0, source.usual_interval())
             statuses.append(file_status(activity, now, self.policy))
         status, reason = combine(statuses)
         meta = next((m for m, s in zip(metas, sources, strict=True) if s.table.rank == 0 and m), None) or next(
@@ -186,16 +196,18 @@ class RunStore:
             bad_lines=sum(s.bad_count for s in sources),
         )
 
-    def _read_meta(self, metrics_path: Path) -> dict[str, Any]:
-        path = meta_path_for(metrics_path)
+    def _read_meta(self, path: Path) -> dict[str, Any]:
         try:
-            st = path.stat()
+            st = os.stat(path)
+            key: tuple[int, int] | None = (st.st_mtime_ns, st.st_ino)
         except OSError:
-            return {}
-        key = (st.st_mtime_ns, st.st_ino)
+            st, key = None, None
         cached = self._meta.get(path)
         if cached is not None and cached[0] == key:
-            return cached[1]
+            return cached[1]  # the same object while unchanged: RunInfo caching relies on it
+        if st is None:
+            self._meta[path] = (None, {})
+            return self._meta[path][1]
         meta: dict[str, Any] = {}
         if st.st_size <= _META_CAP and is_within(path, self.root):
             try:
@@ -215,7 +227,8 @@ class RunStore:
             rank: one rank; default all ranks merged (sorted by step, then rank).
             all_segments: keep rows of earlier segments that a resume repeated.
         """
-        return self._frame_and_masks(run_id, rank, all_segments)[0]
+        # A shallow copy: sessions share the cached frame, so one adding a column must not touch the others.
+        return self._frame_and_masks(run_id, rank, all_segments)[0].copy(deep=False)
 
     def logged_mask(
         self, run_id: str, column: str, rank: int | None = None, *, all_segments: bool = False

@@ -54,6 +54,7 @@ class RankTable:
         self._key = np.empty(self._cap, np.int64)
         self._step = np.empty(self._cap, np.int64)
         self._seg = np.empty(self._cap, np.int64)
+        self._rank = np.empty(self._cap, np.int64)  # constant, but a buffer makes the frame column a view
         self._t = _Column(np.empty(self._cap), np.empty(self._cap, bool))
         self.floats: dict[str, _Column] = {}
         self.texts: dict[str, _Column] = {}
@@ -127,11 +128,10 @@ class RankTable:
         def take(buf: np.ndarray) -> np.ndarray:
             return buf[:n] if index is None else buf[index]
 
-        rows = n if index is None else len(index)
         data: dict[str, np.ndarray] = {
             "step": take(self._step),
             "t": take(self._t.values),
-            "rank": np.full(rows, self.rank, np.int64),
+            "rank": take(self._rank),
             "seg": take(self._seg),
         }
         for name, col in self.floats.items():
@@ -217,6 +217,7 @@ class RankTable:
         self._key[n : n + k] = groups.keys
         self._step[n : n + k] = groups.keys % _STEP_LIMIT
         self._seg[n : n + k] = groups.keys // _STEP_LIMIT
+        self._rank[n : n + k] = self.rank
         for name, (values, logged, text) in groups.columns.items():
             col = self._column(name, text)
             col.values[n : n + k] = values
@@ -260,6 +261,7 @@ class RankTable:
         self._key = _grown(key, self._cap)
         self._step = _grown(key % _STEP_LIMIT, self._cap)
         self._seg = _grown(key // _STEP_LIMIT, self._cap)
+        self._rank = np.full(self._cap, self.rank, np.int64)
         for name, col in self._all_columns():
             values, logged = columns[name]
             col.values = _grown(values, self._cap)
@@ -286,10 +288,12 @@ class RankTable:
         cap = self._cap
         while cap < rows:
             cap *= 2
+        cap = max(cap, rows + rows // 4)  # a big first load is not followed by a doubling
         self._cap = cap
         self._key = _grown(self._key[: self.n], cap)
         self._step = _grown(self._step[: self.n], cap)
         self._seg = _grown(self._seg[: self.n], cap)
+        self._rank = _grown(self._rank[: self.n], cap)
         for _, col in self._all_columns():
             col.values = _grown(col.values[: self.n], cap)
             col.logged = _grown(col.logged[: self.n], cap)
@@ -298,6 +302,7 @@ class RankTable:
     def _detach(self) -> None:
         """Copy the buffers so views handed out keep their values (copy-on-write)."""
         self._key, self._step, self._seg = self._key.copy(), self._step.copy(), self._seg.copy()
+        self._rank = self._rank.copy()
         for _, col in self._all_columns():
             col.values = col.values.copy()
             col.logged = col.logged.copy()
