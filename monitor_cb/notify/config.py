@@ -85,7 +85,7 @@ class Route:
     """A channel and what it receives: a minimum severity, outside quiet hours unless severe enough."""
 
     channel: Channel
-    min_severity: str = "warning"
+    min_severity: str = "info"
     quiet: QuietHours | None = None
     quiet_min_severity: str = "error"
 
@@ -198,7 +198,7 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         dashboard_url=glob.get("dashboard_url") or None,
     )
     defaults = {
-        "min_severity": _severity(glob.get("min_severity", "warning"), "min_severity"),
+        "min_severity": _severity(glob.get("min_severity", "info"), "min_severity"),
         "quiet": QuietHours.parse(glob.get("quiet_hours", "")),
         "quiet_min_severity": _severity(glob.get("quiet_min_severity", "error"), "quiet_min_severity"),
     }
@@ -223,7 +223,7 @@ def build_route(
     spec: Mapping[str, Any], env: Mapping[str, str], index: int = 0, defaults: Mapping[str, Any] | None = None
 ) -> Route:
     """One ``[[channels]]`` table -> a :class:`Route` (channel plus filters)."""
-    defaults = defaults or {"min_severity": "warning", "quiet": None, "quiet_min_severity": "error"}
+    defaults = defaults or {"min_severity": "info", "quiet": None, "quiet_min_severity": "error"}
     kind = str(spec.get("type", "")).lower()
     if kind not in CHANNEL_TYPES:
         raise ConfigError(f"channels[{index}]: type must be one of {sorted(CHANNEL_TYPES)}, got {kind!r}")
@@ -339,7 +339,7 @@ def add_flag_channels(
         severity = _severity(min_severity, "--min-severity")
         for route in config.routes:
             route.min_severity = severity
-    base = {"min_severity": min_severity or "warning"}
+    base = {"min_severity": min_severity or "info"}
     if exec_command:
         config.routes.append(Route(CommandChannel("exec", shlex.split(exec_command)), **base))
     if webhook_url:

@@ -93,11 +93,14 @@ class WatchState:
         runs = data.get("runs") or {}
         return cls({str(k): RunState.from_json(v) for k, v in runs.items() if isinstance(v, dict)})
 
+    def to_json(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "runs": {k: v.to_json() for k, v in sorted(self.runs.items())}}
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write atomically: a temp file in the same directory, fsync, rename."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"version": STATE_VERSION, "runs": {k: v.to_json() for k, v in sorted(self.runs.items())}}
+        data = self.to_json()
         fd, tmp = tempfile.mkstemp(prefix=".watch-state.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

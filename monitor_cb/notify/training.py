@@ -23,6 +23,8 @@ log = logging.getLogger("monitor_cb.notify")
 def guard_message(step: int, reason: str | None) -> str:
     """``"stopped at step 41,200: non-finite loss for 3 steps"`` from the guard's reason."""
     text = (reason or "").strip().removeprefix("stopped:").strip()
+    if " at step " in text:  # the guard's own reason already says where
+        return f"stopped: {text}"
     return f"stopped at step {int(step):,}" + (f": {text}" if text else "")
 
 

@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(root, notifier, state_path=args.state, skip_older=args.skip_older, link=config.link)
     if args.once:
         watcher.poll()
-        ok = notifier.close(timeout=_close_timeout(config))
-        return 0 if ok else 1
+        finished = notifier.close(timeout=_close_timeout(config))
+        return 0 if finished and all(result.ok for result in notifier.results) else 1
     stop = threading.Event()
     _stop_on_signals(stop)
     try:

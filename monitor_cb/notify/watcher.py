@@ -45,7 +45,8 @@ def lifecycle_message(status: str, info: Any) -> tuple[str, str]:
     if status == "stopped":
         by_user = any(m.lower() in reason.lower() for m in _USER_STOP_MARKERS)
         text = reason.removeprefix("stopped:").strip()
-        return ("warning" if by_user else "error"), f"stopped{at}" + (f": {text}" if text else "")
+        where = "" if "step" in text else at  # "non-finite loss at step 60" already says where
+        return ("warning" if by_user else "error"), f"stopped{where}" + (f": {text}" if text else "")
     if status == "failed":
         return "error", f"run failed{at}" + (f": {reason}" if reason else "")
     if status == "crashed":
@@ -102,6 +103,7 @@ class Watcher:
         self._settings_problems: set[str] = set()
         self.state_path = Path(state_path) if state_path else WatchState.default_path(self.root)
         self.state = WatchState.load(self.state_path)
+        self._saved: dict[str, Any] | None = None
         self.skip_older = skip_older
         self._link = link or (lambda run_id: None)
         self._clock = clock
@@ -148,8 +150,13 @@ class Watcher:
         return settings
 
     def save(self) -> None:
+        """Write the state when it changed since the last save."""
+        snapshot = self.state.to_json()
+        if snapshot == self._saved:
+            return
         try:
             self.state.save(self.state_path)
+            self._saved = snapshot
         except OSError as exc:
             log.warning("watch: cannot save state %s: %s", self.state_path, exc.strerror or exc)
 

@@ -71,7 +71,7 @@ def test_nan_run_alerts_once_restart_sends_nothing_new_run_is_watched(tmp_path: 
     (nan,) = [a for a in alerts if a["kind"] == "nan"]
     assert (nan["run"], nan["severity"], nan["step"]) == ("exp1", "error", 101)
     (stopped,) = [a for a in alerts if a["kind"] == "stopped"]
-    assert stopped["severity"] == "error" and stopped["message"] == "stopped at step 600: non-finite loss at step 100"
+    assert stopped["severity"] == "error" and stopped["message"] == "stopped: non-finite loss at step 100"
     state_file = root / ".monitor" / "watch-state.json"
     assert "nan" in json.loads(state_file.read_text())["runs"]["exp1"]["alerted"]
 
@@ -170,6 +170,7 @@ def test_training_notifier_sends_the_guard_decision(tmp_path: Path, http_receive
     assert alert["message"] == "stopped at step 41,200: loss NaN for 3 steps" and alert["kind"] == "guard_stop"
     assert reported == ["guard_stop"]
     assert guard_message(7, None) == "stopped at step 7"
+    assert guard_message(60, "stopped: non-finite loss at step 60") == "stopped: non-finite loss at step 60"
 
     # The watcher does not repeat a stop the training process already announced.
     root = tmp_path / "logs"
@@ -198,3 +199,48 @@ def test_watch_command_once(tmp_path: Path, http_receiver):
     assert "cli-secret-token-123" not in done.stderr + done.stdout
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and [a["kind"] for a in sent(rx)].count("nan") == 1
+
+
+@pytest.mark.mindspore
+@pytest.mark.slow
+def test_real_mindspore_demo_nan_guard_stop_sends_one_alert(tmp_path: Path, http_receiver):
+    """Train the demo with an injected NaN and the guard on: it stops, and the watcher says so once."""
+    pytest.importorskip("mindspore")
+    root = tmp_path / "logs"
+    command = [sys.executable, "-m", "monitor_cb", "demo", "--steps", "200", "--inject", "nan@60", "--on-nan", "stop"]
+    command += ["--logdir", str(root), "--name", "nan-demo"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    meta = json.loads((root / "nan-demo" / "metrics.meta.json").read_text())
+    assert meta["status"] == "stopped" and "non-finite" in meta["reason"]
+    rx = http_receiver()
+    watch_once(root, rx)
+    alerts = sent(rx)
+    assert [a["kind"] for a in alerts].count("nan") == 1
+    (stopped,) = [a for a in alerts if a["kind"] == "stopped"]
+    assert stopped["severity"] == "error" and "non-finite loss" in stopped["message"]
+    watch_once(root, rx)
+    assert sent(rx) == alerts  # a restart sends nothing again
+
+
+def test_damaged_state_starts_afresh_and_is_replaced_atomically(tmp_path: Path, http_receiver, caplog):
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 20), status="finished")
+    state_file = root / ".monitor" / "watch-state.json"
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text('{"version": 1, "runs": {"exp1": ')  # torn by a crash
+    rx = http_receiver()
+    assert [a.kind for a in watch_once(root, rx)] == ["finished"]
+    assert "unreadable" in caplog.text
+    assert json.loads(state_file.read_text())["version"] == 1
+    assert sorted(p.name for p in state_file.parent.iterdir()) == ["watch-state.json"]  # no temp files left
+
+
+def test_watch_command_once_fails_when_delivery_fails(tmp_path: Path, http_receiver):
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 20), status="finished")
+    rx = http_receiver(default_status=404)
+    command = [sys.executable, "-m", "monitor_cb", "watch", str(root), "--once", "--webhook", rx.url + "/h"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "HTTP 404" in done.stderr
+    assert len(rx.requests) == 1  # a 404 is not retried
