@@ -12,9 +12,7 @@ the past), so they are byte for byte what a training run leaves.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -184,8 +182,7 @@ def write_run(root: str | Path, spec: RunSpec, now: float | None = None) -> Path
     for record in sim.records():
         metrics_only = {k: v for k, v in record.items() if k not in ("step", "t", "rank", "seg")}
         writer.log_at(record["t"], step=record["step"], **metrics_only)
-    writer.close(sim.status, sim.reason, timeout=30.0)
-    _set_end_time(writer.meta_path, sim.end_time)
+    writer.close(sim.status, sim.reason, timeout=30.0, end_time=sim.end_time)
     return run_dir
 
 
@@ -428,12 +425,3 @@ def _extra_meta(spec: RunSpec) -> dict[str, Any]:
     if spec.seq_length:
         extra["seq_length"] = spec.seq_length
     return extra
-
-
-def _set_end_time(meta_path: Path, end_time: float) -> None:
-    """``close()`` stamps ``end_time`` with the current time; a sample run ended in the past."""
-    meta = json.loads(meta_path.read_bytes())
-    meta["end_time"] = end_time
-    tmp = meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(json.dumps(meta, indent=1, allow_nan=False).encode())
-    os.replace(tmp, meta_path)

@@ -187,18 +187,25 @@ class MetricsWriter:
             return False
         return done.wait(timeout)
 
-    def close(self, status: str = "finished", reason: str | None = None, timeout: float = 5.0) -> None:
+    def close(
+        self,
+        status: str = "finished",
+        reason: str | None = None,
+        timeout: float = 5.0,
+        end_time: float | None = None,
+    ) -> None:
         """Write the final status and stop the writer thread.
 
         Waits at most ``timeout`` seconds so a hung filesystem cannot hang the end
-        of training; anything still queued then is counted as dropped.
+        of training; anything still queued then is counted as dropped. ``end_time``
+        defaults to now (imports and samples pass the original one).
         """
         if self._closed:
             return
         if status not in FINAL_STATUSES:
             raise ValueError(f"status must be one of {FINAL_STATUSES}, got {status!r}")
         self._closed = True
-        final = {"status": status, "end_time": time.time(), "reason": reason}
+        final = {"status": status, "end_time": time.time() if end_time is None else end_time, "reason": reason}
         self._pending.append(("meta", final))  # past the bound on purpose: the final status matters
         self._pending.append(_STOP)
         self._wake.set()
