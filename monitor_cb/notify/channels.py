@@ -66,7 +66,7 @@ from monitor_cb.notify.masking import Secret, mask_url, redact
 DEFAULT_TIMEOUT = 10.0
 _MAX_RESPONSE = 64 * 1024
 _FULLWIDTH = str.maketrans({"<": "\uff1c", ">": "\uff1e"})
-_MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|~>")
+_MARKDOWN_SPECIAL = set("\\`*_[]~|")  # inline markup; lines never start with run content
 
 
 class DeliveryError(Exception):
@@ -98,7 +98,11 @@ def no_tags(text: str) -> str:
 
 
 def markdown_escape(text: str) -> str:
-    """Backslash-escape markdown punctuation and drop angle brackets (inline HTML, mentions)."""
+    """Backslash-escape inline markdown (emphasis, code, links) and make angle brackets fullwidth (HTML, mentions).
+
+    Every line starts with our own text (severity, ``time:``), so block markers (``#``, ``>``,
+    ``-``) in run content cannot start a heading or a quote and stay unescaped (``lr 0.045``).
+    """
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in no_tags(text))
 
 

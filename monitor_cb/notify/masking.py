@@ -46,6 +46,12 @@ class Secret:
     def __reduce__(self) -> None:  # never pickled into a file or another process by accident
         raise TypeError("a Secret cannot be pickled")
 
+    def __copy__(self) -> Secret:  # copying within the process is harmless (a callback may be deep-copied)
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Secret:
+        return self
+
 
 def mask_url(url: str | Secret | None) -> str:
     """``https://hooks.slack.com/services/T0/B0/xyz`` -> ``https://hooks.slack.com/***``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from monitor_cb.notify.alert import GUARD_STOP_KIND, Alert
 from monitor_cb.notify.config import NotifyConfig, load_config
@@ -37,9 +38,10 @@ class TrainingNotifier:
         run: the run id as the watcher and dashboard name it (the run directory relative to the log
             root, e.g. ``"exp001"``).
         run_name: the display name, when different.
-        on_sent: called (on a notifier thread) with the alert kind once it was delivered to at least
-            one channel, e.g. to record ``notified: ["guard_stop"]`` in the run metadata so the
-            watcher does not report the same stop again.
+        on_sent: called (on a notifier thread) with an alert kind once it was delivered to at least
+            one channel. After :meth:`close`, :attr:`delivered` holds the same kinds: write
+            ``notified: ["guard_stop"]`` into the run metadata then, so the watcher does not report
+            the same stop again.
 
     Raises:
         monitor_cb.notify.config.ConfigError: the settings are wrong (check at construction, before
@@ -63,7 +65,7 @@ class TrainingNotifier:
         self.run = run
         self.run_name = run_name
         self._on_sent = on_sent
-        self._reported = False
+        self.delivered: set[str] = set()  # kinds delivered to at least one channel
         self.notifier = Notifier(config, on_result=self._result)
 
     @property
@@ -95,7 +97,28 @@ class TrainingNotifier:
         return self.notifier.close(timeout)
 
     def _result(self, result: DeliveryResult) -> None:
-        if result.ok and GUARD_STOP_KIND in result.kinds and not self._reported:
-            self._reported = True
-            if self._on_sent is not None:
-                self._on_sent(GUARD_STOP_KIND)
+        if not result.ok:
+            return
+        for kind in result.kinds:
+            if kind not in self.delivered:
+                self.delivered.add(kind)
+                if self._on_sent is not None:
+                    self._on_sent(kind)
+
+
+def run_id_for(run_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
+    """The id the watcher and dashboard give a run directory: its path relative to the log root.
+
+    ``root`` defaults to ``$MONITOR_CB_LOGDIR``; a run directory outside the root (or no root) is
+    named by its last component, as a watcher started on its parent directory would name it.
+    """
+    path = Path(run_dir).resolve()
+    base = root if root is not None else os.environ.get("MONITOR_CB_LOGDIR")
+    if base:
+        try:
+            relative = path.relative_to(Path(base).resolve())
+        except ValueError:
+            pass
+        else:
+            return relative.as_posix() or "."
+    return path.name

@@ -162,7 +162,8 @@ def test_wecom_text_and_markdown(http_receiver):
     assert md_body["msgtype"] == "markdown"
     content = md_body["markdown"]["content"]
     assert content.startswith("**") and "<" not in content
-    assert r"\*bold\*" in content and r"\[x\]\(http://e\.vil\)" in content and r"\_it\_" in content
+    assert r"\*bold\*" in content and r"\[x\](http://e.vil)" in content and r"\_it\_" in content and r"\`c\`" in content
+    assert all(line.startswith(("**", "ERROR", "time:", "link:")) for line in content.splitlines())
 
 
 def test_email_plain_smtp(smtp_receiver):
@@ -284,3 +285,19 @@ def test_secrets_never_in_logs_or_errors(http_receiver, caplog, status):
         assert secret not in shown
     assert all(not r.ok for r in results)
     assert f"HTTP {status}" in caplog.text and "127.0.0.1" in caplog.text  # the host is still named
+
+
+def test_dns_failure_is_retried(monkeypatch):
+    """Name resolution fails (simulated: no packet leaves the machine) -> retryable, logged, bounded."""
+    import socket
+
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    channel = SlackChannel("slack", Secret("https://hooks.example.invalid/services/T/B/dnsSECRETtoken"))
+    result = deliver(channel, [nasty_alert()], timeout=1, retries=2, backoff=0.01)
+    assert not result.ok and result.attempts == 3
+    assert "hooks.example.invalid" in (result.error or "") and "dnsSECRETtoken" not in (result.error or "")

@@ -168,7 +168,7 @@ def test_training_notifier_sends_the_guard_decision(tmp_path: Path, http_receive
     assert notifier.close(timeout=5)
     (alert,) = sent(rx)
     assert alert["message"] == "stopped at step 41,200: loss NaN for 3 steps" and alert["kind"] == "guard_stop"
-    assert reported == ["guard_stop"]
+    assert reported == ["guard_stop"] and notifier.delivered == {"guard_stop"}
     assert guard_message(7, None) == "stopped at step 7"
     assert guard_message(60, "stopped: non-finite loss at step 60") == "stopped: non-finite loss at step 60"
 
@@ -244,3 +244,27 @@ def test_watch_command_once_fails_when_delivery_fails(tmp_path: Path, http_recei
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "HTTP 404" in done.stderr
     assert len(rx.requests) == 1  # a 404 is not retried
+
+
+def test_run_id_for_matches_the_store(tmp_path: Path, monkeypatch):
+    from monitor_cb.ingest import RunStore
+    from monitor_cb.notify.training import run_id_for
+
+    root = tmp_path / "logs"
+    write_run(root, "bert/exp1", range(1, 5), status="finished")
+    assert [info.id for info in RunStore(root).list_runs()] == [run_id_for(root / "bert" / "exp1", root)]
+    monkeypatch.setenv("MONITOR_CB_LOGDIR", str(root))
+    assert run_id_for(root / "bert" / "exp1") == "bert/exp1"
+    assert run_id_for(tmp_path / "elsewhere" / "exp9") == "exp9"
+
+
+def test_config_with_secrets_survives_deepcopy_but_not_pickle(http_receiver):
+    import copy
+    import pickle
+
+    rx = http_receiver()
+    config = NotifyConfig(routes=[Route(WebhookChannel("hook", Secret(rx.url + "/h/pickleSECRET")))])
+    clone = copy.deepcopy(config)
+    assert clone.routes[0].channel.url.reveal() == rx.url + "/h/pickleSECRET"
+    with pytest.raises(TypeError):
+        pickle.dumps(config)
