@@ -139,7 +139,9 @@ def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch |
 
 def _floats(column: object) -> np.ndarray:
     """Float64 values with nulls as NaN and the sentinels turned back into NaN / ±inf."""
-    values = column.fill_null(np.nan).to_numpy().astype(np.float64, copy=True)  # type: ignore[attr-defined]
+    values = column.to_numpy()  # type: ignore[attr-defined]  # nulls come out as NaN
+    if values.dtype != np.float64 or not values.flags.writeable:
+        values = values.astype(np.float64, copy=True)
     tiny = (values > 0) & (values < 1e-322)  # one cheap pass; sentinels are rare
     if tiny.any():
         for sentinel, real in _SENTINEL_VALUES.items():

@@ -213,6 +213,9 @@ class RankTable:
 
     def _append_rows(self, groups: _Groups) -> None:
         n, k = self.n, len(groups.keys)
+        if n == 0 and k > self._cap:
+            self._adopt(groups)
+            return
         self._reserve(n + k)
         self._key[n : n + k] = groups.keys
         self._step[n : n + k] = groups.keys % _STEP_LIMIT
@@ -227,6 +230,29 @@ class RankTable:
                 col.values[n : n + k] = None if col.values.dtype == object else np.nan
                 col.logged[n : n + k] = False
         self.n = n + k
+
+    def _adopt(self, groups: _Groups) -> None:
+        """A first big load: the parsed arrays become the buffers, saving a copy of every column.
+
+        The first append after it grows (copies) them once, as any full buffer would.
+        """
+        k = len(groups.keys)
+        self._cap = k
+        self._key = _writable(groups.keys)
+        self._step = groups.keys % _STEP_LIMIT
+        self._seg = groups.keys // _STEP_LIMIT
+        self._rank = np.full(k, self.rank, np.int64)
+        for name, (values, logged, text) in groups.columns.items():
+            table = self._t if name == "t" else None
+            col = table or _Column(_writable(values), _writable(logged))
+            if table is not None:
+                col.values, col.logged = _writable(values), _writable(logged)
+            elif text:
+                self.texts[name] = col
+            else:
+                self.floats[name] = col
+        self.n = k
+        self._shared = 0
 
     def _update_rows(self, rows: np.ndarray, groups: _Groups, which: np.ndarray) -> None:
         if rows.min() < self._shared:
@@ -278,7 +304,9 @@ class RankTable:
         table = self.texts if text else self.floats
         col = table.get(name)
         if col is None:  # a key that appears mid-run: a new column, not logged before
-            values = np.full(self._cap, None, object) if text else np.full(self._cap, np.nan)
+            values = np.empty(self._cap, object if text else np.float64)  # object arrays start as None
+            if not text:
+                values[: self.n] = np.nan  # only rows that exist; appends fill the rest
             col = table[name] = _Column(values, np.zeros(self._cap, bool))
         return col
 
@@ -337,7 +365,8 @@ class _Groups:
     def add(self, name: str, values: np.ndarray, logged: np.ndarray, text: bool = False) -> None:
         assert self.merge is not None
         merged_values, merged_logged = self.merge(values, logged)
-        merged_values = np.where(merged_logged, merged_values, None if text else np.nan)
+        if not self.merge.trivial:  # picked rows may hold another row's value where nothing was logged
+            merged_values = np.where(merged_logged, merged_values, None if text else np.nan)
         self.columns[name] = (merged_values, merged_logged, text)
 
     def subset(self, which: np.ndarray) -> _Groups:
@@ -349,6 +378,10 @@ class _Groups:
 def _forward_fill(raw: np.ndarray, valid: np.ndarray, initial: int) -> np.ndarray:
     index = np.maximum.accumulate(np.where(valid, np.arange(len(raw)), -1))
     return np.where(index >= 0, raw[np.maximum(index, 0)], initial).astype(np.int64)
+
+
+def _writable(values: np.ndarray) -> np.ndarray:
+    return values if values.flags.writeable and values.flags.owndata else values.copy()
 
 
 def _grown(values: np.ndarray, capacity: int) -> np.ndarray:

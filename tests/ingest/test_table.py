@@ -88,3 +88,16 @@ def test_frame_handed_out_never_changes_under_its_reader() -> None:
     table.append(records_to_batch([{"step": 3, "seg": 1, "loss": 9.0}]))  # rewrites a visible row
     assert before["loss"].iloc[2] == 1.0
     assert table.frame()["loss"].iloc[2] == 9.0
+
+
+def test_big_first_load_then_appends_and_merges() -> None:
+    table = RankTable()
+    table.append(records_to_batch([{"step": s, "seg": 1, "loss": float(s), "t": s + 0.5} for s in range(1, 5001)]))
+    first = table.frame()
+    table.append(records_to_batch([{"step": s, "seg": 1, "loss": float(s)} for s in range(5001, 5011)]))
+    table.append(records_to_batch([{"step": 5000, "seg": 1, "eval": 1.0}]))
+    frame = table.frame()
+    assert len(first) == 5000 and "eval" not in first  # a frame handed out keeps its shape
+    assert list(frame["step"]) == list(range(1, 5011))
+    assert frame["loss"].iloc[-1] == 5010.0 and frame["t"].iloc[0] == 1.5
+    assert list(table.logged("eval").nonzero()[0]) == [4999]
