@@ -166,3 +166,34 @@ def test_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert [info.id for info in RunStore().list_runs()] == ["envrun"]
     assert json.loads((tmp_path / "envrun" / "metrics.meta.json").read_text())["status"] == "finished"
     assert os.path.isdir(RunStore().root)
+
+
+def test_writer_load_cycle_through_the_store(tmp_path: Path) -> None:
+    writer = MetricsWriter(tmp_path / "cycle")
+    assert writer.flush()  # the file exists, still empty
+    store = store_of(tmp_path)
+    assert [(info.id, info.n_records) for info in store.list_runs()] == [("cycle", 0)]
+    for first, last in ((1, 3), (4, 4), (5, 9)):
+        for s in range(first, last + 1):
+            writer.log(step=s, loss=float(s))
+        assert writer.flush()
+        assert store.poll() == last - first + 1  # only the new records
+        assert store.poll() == 0  # and nothing twice
+        assert list(store.frame("cycle")["step"]) == list(range(1, last + 1))
+    writer.close()
+
+
+def test_resumed_writer_latest_segment_wins(tmp_path: Path) -> None:
+    with MetricsWriter(tmp_path / "resume") as first:
+        for s in range(1, 11):
+            first.log(step=s, loss=1.0)
+    with MetricsWriter(tmp_path / "resume") as second:  # restarts from a checkpoint at step 5
+        for s in range(6, 13):
+            second.log(step=s, loss=2.0)
+    store = store_of(tmp_path)
+    frame = store.frame("resume")
+    assert list(frame["step"]) == list(range(1, 13))
+    assert list(frame["seg"]) == [1] * 5 + [2] * 7 and list(frame["loss"]) == [1.0] * 5 + [2.0] * 7
+    every = store.frame("resume", all_segments=True)
+    assert len(every) == 17 and set(every.loc[every["step"] == 8, "loss"]) == {1.0, 2.0}
+    assert store.run_info("resume").meta["segment"] == 2
