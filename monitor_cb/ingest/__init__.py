@@ -1,12 +1,35 @@
 """The reading side: tail metrics files, discover runs, build growing frames.
 
 ``RunStore(root)`` is the one object the dashboard keeps (one per server process);
-see ``docs/ARCHITECTURE.md``. Imports neither MindSpore nor Streamlit.
+see ``docs/ARCHITECTURE.md``. Imports neither MindSpore nor Streamlit. Names load
+lazily so the CLI's command modules stay cheap to import.
 """
 
 from __future__ import annotations
 
-from monitor_cb.ingest.status import StatusPolicy
-from monitor_cb.ingest.store import ENV_ROOT, RunInfo, RunStore, default_root
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["ENV_ROOT", "RunInfo", "RunStore", "StatusPolicy", "default_root"]
+
+_LAZY = {
+    "ENV_ROOT": "monitor_cb.ingest.store",
+    "RunInfo": "monitor_cb.ingest.store",
+    "RunStore": "monitor_cb.ingest.store",
+    "default_root": "monitor_cb.ingest.store",
+    "StatusPolicy": "monitor_cb.ingest.status",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from monitor_cb.ingest.status import StatusPolicy
+    from monitor_cb.ingest.store import ENV_ROOT, RunInfo, RunStore, default_root
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'monitor_cb.ingest' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -92,7 +92,10 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> Batch |
     """Decode complete lines with polars under the schema ``kinds``; None when unsure."""
     if any(kind not in (FLOAT, BOOL, TEXT) for kind in kinds.values()):
         return None
-    import polars as pl
+    try:
+        import polars as pl
+    except ImportError:  # polars is optional (the dashboard extra): the orjson path reads everything
+        return None
 
     schema: dict[str, pl.DataType] = {"step": pl.Int64(), "rank": pl.Int64(), "seg": pl.Int64(), "t": pl.Float64()}
     for key, kind in kinds.items():
