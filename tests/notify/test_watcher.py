@@ -268,3 +268,52 @@ def test_config_with_secrets_survives_deepcopy_but_not_pickle(http_receiver):
     assert clone.routes[0].channel.url.reveal() == rx.url + "/h/pickleSECRET"
     with pytest.raises(TypeError):
         pickle.dumps(config)
+
+
+def test_stalled_run_alerts_once_and_again_after_it_moves_on(tmp_path: Path, http_receiver):
+    import time
+
+    from monitor_cb.ingest import RunStore, StatusPolicy
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    offset = [0.0]
+    clock = lambda: time.time() + offset[0]  # noqa: E731 - a clock the test moves forward
+    store = RunStore(root, policy=StatusPolicy(stall_min_s=60), clock=clock)
+    notifier = make_notifier(rx)
+    watcher = Watcher(root, notifier, store=store, clock=clock)
+    writer = write_run(root, "slow", range(1, 51))
+    assert watcher.poll() == []
+    offset[0] = 600.0  # ten minutes without a record
+    assert [(a.kind, a.step) for a in watcher.poll()] == [("stalled", 50)]
+    assert watcher.poll() == []  # still stalled: said once
+    offset[0] = 0.0
+    for step in range(51, 61):
+        writer.log(step=step, loss=1.0, lr=1e-3, grad_norm=1.0)
+    assert writer.flush()
+    assert watcher.poll() == []  # running again
+    offset[0] = 600.0
+    assert [(a.kind, a.step) for a in watcher.poll()] == [("stalled", 60)]
+    writer.close("finished")
+    assert notifier.close(timeout=5)
+    assert [a["kind"] for a in sent(rx)] == ["stalled", "stalled"]
+
+
+def test_watch_command_keeps_watching_until_terminated(tmp_path: Path, http_receiver):
+    import signal
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    rx = http_receiver()
+    command = [sys.executable, "-m", "monitor_cb", "watch", str(root), "--interval", "0.2", "--webhook", rx.url + "/h"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        write_run(root, "later", range(1, 30), status="finished")  # appears while the watcher runs
+        wait_for(lambda: sent(rx), timeout=30, what="the watcher to report the new run")
+        assert [(a["run"], a["kind"]) for a in sent(rx)] == [("later", "finished")]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
