@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("monitor_cb.ingest.commands_export", "write a run's merged metrics as CSV or Parquet"),
     "watch": ("monitor_cb.notify.watch_command", "watch every run under a log root and send alerts (no browser)"),
     "import-tb": ("monitor_cb.importers.import_tb", "convert TensorBoard event files (MindFormers) into our format"),
+    "diagnose": ("monitor_cb.diagnosis.command", "find training failures in a run; exit 1 on an error finding"),
 }
 
 

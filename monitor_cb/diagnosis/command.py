@@ -1,0 +1,88 @@
+"""``python -m monitor_cb diagnose RUN [--json]``: a run's findings, and an exit status a job script can test.
+
+Exit status: 0 when no finding is an error, 1 when at least one is, 2 for a usage error (no such run).
+Imports nothing heavy at module level: the CLI imports every command module to build its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_ERROR_FINDING, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="run id under the root (e.g. bert/exp001) or a run directory")
+    parser.add_argument(
+        "--root", default=None, help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract for tools)")
+    parser.add_argument(
+        "--min-severity",
+        choices=("info", "warning", "error"),
+        default="info",
+        help="print only findings at least this severe (the exit status still counts errors)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor_cb.diagnosis.engine import diagnose
+    from monitor_cb.diagnosis.findings import severity_rank
+    from monitor_cb.diagnosis.settings import load_settings_checked
+
+    try:
+        store, run_id, root = _open(args)
+    except (SystemExit, OSError) as exc:
+        print(_usage_message(exc), file=sys.stderr)
+        return EXIT_USAGE
+    info = store.run_info(run_id)
+    settings, problems = load_settings_checked(root)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    findings = diagnose(store.frame(run_id), settings, status=info.status, last_write=info.last_write)
+    shown = [f for f in findings if severity_rank(f.severity) >= severity_rank(args.min_severity)]
+    if args.json:
+        print(json.dumps(_report(info, findings, shown), indent=1, allow_nan=False))
+    else:
+        _print_text(info, findings, shown)
+    return EXIT_ERROR_FINDING if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, str, Any]:
+    """The store, the run id and the log root whose settings apply (the run's own directory when given by path)."""
+    from monitor_cb.ingest.commands_common import open_run
+    from monitor_cb.ingest.store import default_root
+
+    store, run_id = open_run(args)
+    root = getattr(store, "root", None) or (args.root or default_root())
+    return store, run_id, root
+
+
+def _usage_message(exc: BaseException) -> str:
+    text = str(exc.code if isinstance(exc, SystemExit) else exc)
+    return text if text.startswith("error:") else f"error: {text}"
+
+
+def _report(info: Any, findings: list, shown: list) -> dict[str, Any]:
+    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    return {
+        "id": info.id,
+        "status": info.status,
+        "last_step": info.last_step,
+        "counts": counts,
+        "findings": [f.to_dict() for f in shown],
+    }
+
+
+def _print_text(info: Any, findings: list, shown: list) -> None:
+    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items())
+    print(f"{info.id}: {info.status}, last step {info.last_step} - {summary}")
+    for f in shown:
+        where = f"step {f.step:,}" + (f"-{f.end_step:,}" if f.end_step is not None and f.end_step != f.step else "")
+        rank = f" rank {f.rank}" if f.rank is not None else ""
+        print(f"  {f.severity.upper():<7} {f.kind:<15} {where}{rank}")
+        print(f"          {f.message}")

@@ -1,0 +1,93 @@
+"""``diagnose``: run every enabled detector over a run's frame, per rank, and sort the findings."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from monitor_cb.diagnosis.findings import Finding, sort_findings
+from monitor_cb.diagnosis.lr import detect_lr_anomaly
+from monitor_cb.diagnosis.nonfinite import detect_nan
+from monitor_cb.diagnosis.overfit import detect_overfitting
+from monitor_cb.diagnosis.periodic import detect_sawtooth
+from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
+from monitor_cb.diagnosis.settings import DiagnosisSettings
+from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
+from monitor_cb.diagnosis.throughput import detect_throughput_drop
+
+Detector = Callable[[pd.DataFrame, DiagnosisSettings], list[Finding]]
+
+# Detectors that read one rank's series; ``stalled`` judges the run as a whole.
+SERIES_DETECTORS: dict[str, Detector] = {
+    "nan": detect_nan,
+    "grad_explosion": detect_grad_explosion,
+    "loss_spike": detect_loss_spike,
+    "lr_anomaly": detect_lr_anomaly,
+    "throughput_drop": detect_throughput_drop,
+    "overfitting": detect_overfitting,
+    "sawtooth": detect_sawtooth,
+    "plateau": detect_plateau,
+}
+
+
+def diagnose(
+    frame: pd.DataFrame,
+    settings: DiagnosisSettings | None = None,
+    *,
+    status: str | None = None,
+    now: float | None = None,
+    last_write: float | None = None,
+) -> list[Finding]:
+    """All findings for one run, sorted by step (then most severe first).
+
+    Args:
+        frame: the run's frame (``RunStore.frame``): ``step``, ``t``, ``rank``, ``seg`` and metric columns.
+            With several ranks, each rank is diagnosed on its own and findings carry its ``rank``.
+        settings: thresholds (default :class:`DiagnosisSettings`; pages pass ``load_settings(root)``).
+        status: the run's status (``RunInfo.status``); ``stalled`` is only judged for a live run.
+        now: current Unix time for ``stalled`` (default ``time.time()``).
+        last_write: when the run last wrote (``RunInfo.last_write``); default the frame's latest ``t``.
+
+    A detector that raises is skipped with one ``RuntimeWarning``, so a page never breaks on a
+    strange frame.
+    """
+    settings = settings or DiagnosisSettings()
+    if frame is None or len(frame) == 0:
+        return []
+    findings: list[Finding] = []
+    for rank, part in _by_rank(frame):
+        for kind, detector in SERIES_DETECTORS.items():
+            if settings.enabled(kind):
+                found = _safely(kind, detector, part, settings)
+                findings += found if rank is None else [replace(f, rank=rank) for f in found]
+    if settings.enabled("stalled") and status is not None:
+        findings += _safely(
+            "stalled",
+            lambda f, s: detect_stalled(f, s, status=status, now=now, last_write=last_write),
+            frame,
+            settings,
+        )
+    return sort_findings(findings)
+
+
+def _by_rank(frame: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame]]:
+    """``[(None, frame)]`` for one rank, else one ``(rank, rows of that rank)`` per rank."""
+    if "rank" not in frame.columns:
+        return [(None, frame)]
+    ranks = frame["rank"].to_numpy()
+    unique = pd.unique(ranks[~pd.isna(ranks)]) if ranks.dtype == object else np.unique(ranks)
+    if len(unique) <= 1:
+        return [(None, frame)]
+    return [(int(r), frame[ranks == r].reset_index(drop=True)) for r in sorted(unique)]
+
+
+def _safely(kind: str, detector: Detector, frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
+    try:
+        return detector(frame, settings)
+    except Exception as exc:  # noqa: BLE001 - one broken detector must not take the page down
+        warnings.warn(f"diagnosis detector {kind!r} failed and was skipped: {exc!r}", RuntimeWarning, stacklevel=3)
+        return []

@@ -1,0 +1,132 @@
+"""What a detector reports: a :class:`Finding`, with ordered severities and people-friendly numbers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "error"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error")
+_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+
+KINDS: tuple[str, ...] = (
+    "nan",
+    "grad_explosion",
+    "loss_spike",
+    "lr_anomaly",
+    "throughput_drop",
+    "overfitting",
+    "sawtooth",
+    "stalled",
+    "plateau",
+)
+
+
+def severity_rank(severity: str) -> int:
+    """0 for info, 1 for warning, 2 for error, so severities compare with ``<``."""
+    return _RANK[severity]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosed problem.
+
+    Args:
+        kind: one of :data:`KINDS` (``"nan"``, ``"grad_explosion"``, ...).
+        severity: ``"info"``, ``"warning"`` or ``"error"`` (compare with :func:`severity_rank`).
+        step: training step where the problem began (the chart marker goes here).
+        message: plain language: what happened, the likely cause and what to do.
+        end_step: last step of the episode (a band from ``step`` to ``end_step``); None = a point.
+        rank: the rank it was seen on, for multi-rank frames; None = the run as a whole.
+        details: numbers behind the message (JSON-safe), for tooltips and tests.
+    """
+
+    kind: str
+    severity: Severity
+    step: int
+    message: str
+    end_step: int | None = None
+    rank: int | None = None
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.severity not in _RANK:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+    @property
+    def level(self) -> int:
+        """Numeric severity (0 info, 1 warning, 2 error)."""
+        return _RANK[self.severity]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (non-finite floats in ``details`` become None)."""
+        out = asdict(self)
+        out["details"] = {k: _json_safe(v) for k, v in self.details.items()}
+        return out
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """By step, then most severe first, then kind (a stable order for tables and tests)."""
+    return sorted(findings, key=lambda f: (f.step, -f.level, f.kind, -1 if f.rank is None else f.rank))
+
+
+def worst_severity(findings: list[Finding]) -> Severity | None:
+    """The highest severity among ``findings``; None when there are none."""
+    if not findings:
+        return None
+    return SEVERITIES[max(f.level for f in findings)]
+
+
+def fmt_step(step: float | int) -> str:
+    """``41200`` -> ``"41,200"``."""
+    return f"{int(step):,}"
+
+
+def fmt_num(value: float) -> str:
+    """As a person writes it: ``0.0003`` -> ``"3.0e-04"``, ``1234.5`` -> ``"1,234"``, ``2.345`` -> ``"2.35"``."""
+    if value is None or math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Inf" if value > 0 else "-Inf"
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude < 0.01:
+        return f"{value:.1e}"
+    if magnitude >= 1e7:
+        return f"{value:.2g}"
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def fmt_ratio(ratio: float) -> str:
+    """A multiplier: ``38.2`` -> ``"38×"``, ``2.46`` -> ``"2.5×"``."""
+    if not math.isfinite(ratio):
+        return "∞×"
+    return f"{ratio:,.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """Seconds per step: ``0.0093`` -> ``"9.3 ms"``, ``1.52`` -> ``"1.52 s"``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    if abs(seconds) < 1:
+        return f"{seconds * 1000:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+def fmt_pct(fraction: float) -> str:
+    """``0.853`` -> ``"85%"``."""
+    return f"{fraction * 100:.0f}%"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        return _json_safe(value.item())
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
