@@ -1,16 +1,18 @@
-"""Growable numpy columns for one metrics file: rows merged by (seg, step), frames as views.
+"""Growable numpy columns for one metrics file: one row per step, frames as views.
 
 Appending a poll's records writes into preallocated buffers (capacity doubles when
-full), so the cost of a poll follows the new records, not the run length. Rows are
-kept sorted and unique by (segment, step): records of one step (train metrics, then
-eval metrics) merge into one row, later values winning. A DataFrame is made only
-when asked and only if something changed; with one segment it is a view of the
-buffers (no copy). Buffers are copied before an in-place write touches rows an
-earlier frame can see, so a frame handed out never changes under its reader.
+full), so the cost of a poll follows the new records, not the run length. The main
+buffers hold one row per step, sorted by step: records of one (segment, step) (train
+metrics, then eval metrics) merge into one row, later values winning; a later
+segment (a resumed run) replaces the row and the replaced row moves to a history
+kept for ``all_segments``. So the display frame is always a plain view of the
+buffers, resumed or not. Buffers are copied before an in-place write touches rows
+an earlier frame can see, so a frame handed out never changes under its reader.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 _STEP_LIMIT = 1 << 40  # steps above a trillion are garbage; keeps (seg, step) packable in an int64
 _SEG_LIMIT = 1 << 22
 _MIN_CAPACITY = 1024
+
+# (steps, segs, name -> (values, logged, is_text)) of rows a later segment replaced
+_HistoryPart = tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, bool]]]
 
 
 class _Column:
@@ -51,20 +56,18 @@ class RankTable:
         """Forget every row (the file was truncated or replaced)."""
         self.n = 0
         self._cap = _MIN_CAPACITY
-        self._key = np.empty(self._cap, np.int64)
         self._step = np.empty(self._cap, np.int64)
         self._seg = np.empty(self._cap, np.int64)
         self._rank = np.empty(self._cap, np.int64)  # constant, but a buffer makes the frame column a view
         self._t = _Column(np.empty(self._cap), np.empty(self._cap, bool))
         self.floats: dict[str, _Column] = {}
         self.texts: dict[str, _Column] = {}
+        self._history: list[_HistoryPart] = []
         self._shared = 0  # rows visible through views handed out
         self._last_step = 0
         self._last_seg = 0  # 0: no segment seen yet
         self._has_seg = False
-        self._multi_seg = False
-        self._cache: dict[bool, tuple[int, pd.DataFrame, np.ndarray | None]] = {}
-        self._first_step = (-1, 0)
+        self._cache: dict[bool, tuple[int, pd.DataFrame, dict[str, np.ndarray] | None]] = {}
         self.version += 1
 
     # ------------------------------------------------------------------ reading
@@ -74,73 +77,90 @@ class RankTable:
 
     @property
     def first_step(self) -> int | None:
-        if not self.n:
-            return None
-        if self._first_step[0] != self.version:
-            self._first_step = (self.version, int(self._step[: self.n].min()))
-        return self._first_step[1]
+        return int(self._step[0]) if self.n else None
+
+    @property
+    def history_rows(self) -> int:
+        """Rows replaced by a later segment (kept for ``all_segments``)."""
+        return sum(len(part[0]) for part in self._history)
 
     def times(self, count: int) -> np.ndarray:
-        """The last ``count`` record times (for the usual interval)."""
+        """``t`` of the last ``count`` steps (for the usual interval)."""
         return self._t.values[max(self.n - count, 0) : self.n].copy()
 
     def frame(self, all_segments: bool = False) -> pd.DataFrame:
-        """Rows by step (latest segment wins per step), or every row with ``all_segments``."""
+        """One row per step (latest segment wins), or with ``all_segments`` also the replaced rows."""
         return self._cached(all_segments)[1]
 
     def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
         """Per row of :meth:`frame`: True where ``column`` was logged (even as NaN)."""
-        index = self._cached(all_segments)[2]
-        col = self.floats.get(column) or self.texts.get(column)
-        if column == "t":
-            col = self._t
+        _, frame, masks = self._cached(all_segments)
         if column in ("step", "rank", "seg"):
-            return np.ones(self.n if index is None else len(index), bool)
+            return np.ones(len(frame), bool)
+        col = self._t if column == "t" else self.floats.get(column) or self.texts.get(column)
         if col is None:
             raise KeyError(f"no column {column!r}; columns are {sorted([*self.floats, *self.texts])}")
-        return col.logged[: self.n].copy() if index is None else col.logged[index]
+        return col.logged[: self.n].copy() if masks is None else masks[column].copy()
 
-    def _cached(self, all_segments: bool) -> tuple[int, pd.DataFrame, np.ndarray | None]:
+    def _cached(self, all_segments: bool) -> tuple[int, pd.DataFrame, dict[str, np.ndarray] | None]:
+        all_segments = all_segments and bool(self._history)
         hit = self._cache.get(all_segments)
         if hit is None or hit[0] != self.version:
-            index = self._index(all_segments)
-            hit = (self.version, self._build(index), index)
+            hit = (self.version, *self._build_all()) if all_segments else (self.version, self._build_view(), None)
             self._cache[all_segments] = hit
         return hit
 
-    def _index(self, all_segments: bool) -> np.ndarray | None:
-        """Row order of a frame; None means "all rows as stored" (a view)."""
-        if not self._multi_seg:
-            return None
-        n = self.n
-        order = np.lexsort((self._seg[:n], self._step[:n]))  # by step, then segment
-        if all_segments:
-            return order
-        steps = self._step[order]
-        last_of_step = np.r_[steps[1:] != steps[:-1], True]
-        return order[last_of_step]
+    def _columns_order(self) -> list[tuple[str, _Column]]:
+        return [*self.floats.items(), *self.texts.items()]
 
-    def _build(self, index: np.ndarray | None) -> pd.DataFrame:
+    def _build_view(self) -> pd.DataFrame:
         import pandas as pd
 
         n = self.n
-
-        def take(buf: np.ndarray) -> np.ndarray:
-            return buf[:n] if index is None else buf[index]
-
         data: dict[str, np.ndarray] = {
-            "step": take(self._step),
-            "t": take(self._t.values),
-            "rank": take(self._rank),
-            "seg": take(self._seg),
+            "step": self._step[:n],
+            "t": self._t.values[:n],
+            "rank": self._rank[:n],
+            "seg": self._seg[:n],
         }
-        for name, col in self.floats.items():
-            data[name] = take(col.values)
-        for name, col in self.texts.items():
-            data[name] = take(col.values)
-        if index is None:
-            self._shared = n
+        for name, col in self._columns_order():
+            data[name] = col.values[:n]
+        self._shared = n
         return pd.DataFrame(data, copy=False)
+
+    def _build_all(self) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+        """Main rows plus replaced ones, sorted by step then segment (copies: asked for rarely)."""
+        import pandas as pd
+
+        n = self.n
+        parts: list[_HistoryPart] = [
+            (self._step[:n], self._seg[:n], {name: (c.values[:n], c.logged[:n], False) for name, c in self._all()}),
+            *self._history,
+        ]
+        steps = np.concatenate([part[0] for part in parts])
+        segs = np.concatenate([part[1] for part in parts])
+        order = np.lexsort((segs, steps))
+        data: dict[str, np.ndarray] = {
+            "step": steps[order],
+            "t": np.empty(0),
+            "rank": np.full(len(order), self.rank, np.int64),
+            "seg": segs[order],
+        }
+        masks: dict[str, np.ndarray] = {}
+        for name, col in [("t", self._t), *self._columns_order()]:
+            text = col.values.dtype == object
+            values, logged = [], []
+            for part_steps, _, columns in parts:
+                got = columns.get(name)
+                if got is None:
+                    values.append(np.full(len(part_steps), None if text else np.nan, col.values.dtype))
+                    logged.append(np.zeros(len(part_steps), bool))
+                else:
+                    values.append(got[0])
+                    logged.append(got[1])
+            data[name] = np.concatenate(values)[order]
+            masks[name] = np.concatenate(logged)[order]
+        return pd.DataFrame(data, copy=False), masks
 
     # ------------------------------------------------------------------ writing
     def append(self, batch: Batch) -> int:
@@ -159,14 +179,19 @@ class RankTable:
         sorted_keys = keys if order is None else keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], m] - 1
-        merged = _GroupMerge(order, starts, ends)
-        groups = _Groups(sorted_keys[starts], merged)
+        groups = _Groups(sorted_keys[starts], _GroupMerge(order, starts, ends))
         groups.add("t", batch.t, ~np.isnan(batch.t))
         for name, (values, logged) in batch.floats.items():
             groups.add(name, values, logged)
         for name, (values, logged) in batch.texts.items():
             groups.add(name, values, logged, text=True)
-        self._merge(groups)
+        group_segs = groups.keys // _STEP_LIMIT
+        if group_segs[0] == group_segs[-1]:
+            self._merge_segment(int(group_segs[0]), groups)
+        else:  # older segments first, so later ones replace them
+            bounds = [0, *(np.flatnonzero(np.diff(group_segs)) + 1), len(group_segs)]
+            for lo, hi in itertools.pairwise(bounds):
+                self._merge_segment(int(group_segs[lo]), groups.subset(slice(lo, hi)))
         self._last_step = int(step[-1])
         self._last_seg = int(seg[-1])
         self.version += 1
@@ -184,69 +209,73 @@ class RankTable:
         valid = (raw > 0) & (raw < _SEG_LIMIT)
         if valid.any() or self._has_seg:
             self._has_seg = True
-            seg = raw if valid.all() else _forward_fill(raw, valid, max(self._last_seg, 1))
-        else:
-            previous = np.r_[self._last_step if self.n else step[0], step[:-1]]
-            seg = max(self._last_seg, 1) + np.cumsum(step < previous)
-        if self.n == 0 and not self._multi_seg:
-            self._multi_seg = bool(seg.min() != seg.max())
-        elif not self._multi_seg:
-            self._multi_seg = bool(seg.min() != seg.max() or seg[0] != self._seg[0])
-        return seg
+            return raw if valid.all() else _forward_fill(raw, valid, max(self._last_seg, 1))
+        previous = np.r_[self._last_step if self.n else step[0], step[:-1]]
+        return max(self._last_seg, 1) + np.cumsum(step < previous)
 
-    def _merge(self, groups: _Groups) -> None:
+    def _merge_segment(self, seg: int, groups: _Groups) -> None:
+        """Merge rows of one segment (steps sorted, unique) into the one-row-per-step buffers."""
+        steps = groups.keys % _STEP_LIMIT
         n = self.n
-        keys = groups.keys
-        if n and keys[0] <= self._key[n - 1]:
-            pos = np.searchsorted(self._key[:n], keys)
-            exists = (pos < n) & (self._key[np.minimum(pos, n - 1)] == keys)
-            if exists.any():
-                self._update_rows(pos[exists], groups, exists)
-            fresh = ~exists
-            if not fresh.any():
-                return
-            if keys[fresh][0] <= self._key[n - 1]:
-                self._insert_rows(pos[fresh], groups, fresh)
-                return
-            groups = groups.subset(fresh)
-        self._append_rows(groups)
+        if n == 0 or steps[0] > self._step[n - 1]:
+            self._append_rows(seg, steps, groups)
+            return
+        pos = np.searchsorted(self._step[:n], steps)
+        hit = (pos < n) & (self._step[np.minimum(pos, n - 1)] == steps)
+        if hit.any():
+            which = np.flatnonzero(hit)
+            rows = pos[which]
+            existing = self._seg[rows]
+            same, newer, older = existing == seg, existing < seg, existing > seg
+            if same.any():
+                self._update_rows(rows[same], groups.subset(which[same]))
+            if newer.any():
+                self._replace_rows(rows[newer], seg, groups.subset(which[newer]))
+            if older.any():  # a record of an older segment than the row's: history only
+                sub = groups.subset(which[older])
+                self._history.append((sub.keys % _STEP_LIMIT, sub.keys // _STEP_LIMIT, sub.columns))
+        fresh = ~hit
+        if not fresh.any():
+            return
+        sub = groups if fresh.all() else groups.subset(fresh)
+        if steps[fresh][0] > self._step[n - 1]:
+            self._append_rows(seg, steps[fresh], sub)
+        else:
+            self._insert_rows(pos[fresh], seg, steps[fresh], sub)
 
-    def _append_rows(self, groups: _Groups) -> None:
-        n, k = self.n, len(groups.keys)
+    def _append_rows(self, seg: int, steps: np.ndarray, groups: _Groups) -> None:
+        n, k = self.n, len(steps)
         if n == 0 and k > self._cap:
-            self._adopt(groups)
+            self._adopt(seg, steps, groups)
             return
         self._reserve(n + k)
-        self._key[n : n + k] = groups.keys
-        self._step[n : n + k] = groups.keys % _STEP_LIMIT
-        self._seg[n : n + k] = groups.keys // _STEP_LIMIT
+        self._step[n : n + k] = steps
+        self._seg[n : n + k] = seg
         self._rank[n : n + k] = self.rank
         for name, (values, logged, text) in groups.columns.items():
             col = self._column(name, text)
             col.values[n : n + k] = values
             col.logged[n : n + k] = logged
-        for name, col in self._all_columns():
+        for name, col in self._all():
             if name not in groups.columns:
                 col.values[n : n + k] = None if col.values.dtype == object else np.nan
                 col.logged[n : n + k] = False
         self.n = n + k
 
-    def _adopt(self, groups: _Groups) -> None:
+    def _adopt(self, seg: int, steps: np.ndarray, groups: _Groups) -> None:
         """A first big load: the parsed arrays become the buffers, saving a copy of every column.
 
         The first append after it grows (copies) them once, as any full buffer would.
         """
-        k = len(groups.keys)
+        k = len(steps)
         self._cap = k
-        self._key = _writable(groups.keys)
-        self._step = groups.keys % _STEP_LIMIT
-        self._seg = groups.keys // _STEP_LIMIT
+        self._step = _writable(steps)
+        self._seg = np.full(k, seg, np.int64)
         self._rank = np.full(k, self.rank, np.int64)
         for name, (values, logged, text) in groups.columns.items():
-            table = self._t if name == "t" else None
-            col = table or _Column(_writable(values), _writable(logged))
-            if table is not None:
-                col.values, col.logged = _writable(values), _writable(logged)
+            col = _Column(_writable(values), _writable(logged))
+            if name == "t":
+                self._t = col
             elif text:
                 self.texts[name] = col
             else:
@@ -254,48 +283,67 @@ class RankTable:
         self.n = k
         self._shared = 0
 
-    def _update_rows(self, rows: np.ndarray, groups: _Groups, which: np.ndarray) -> None:
+    def _update_rows(self, rows: np.ndarray, groups: _Groups) -> None:
+        """Same segment, same step: fill in the values this record logged."""
         if rows.min() < self._shared:
             self._detach()
         for name, (values, logged, text) in groups.columns.items():
             col = self._column(name, text)
-            hit = logged[which]
-            col.values[rows[hit]] = values[which][hit]
-            col.logged[rows[hit]] = True
+            col.values[rows[logged]] = values[logged]
+            col.logged[rows[logged]] = True
 
-    def _insert_rows(self, positions: np.ndarray, groups: _Groups, which: np.ndarray) -> None:
-        """Rows landing between existing ones (steps out of order): rebuild the buffers once."""
-        n = self.n
-        sub = groups.subset(which)
-        for name, (_, _, text) in sub.columns.items():
+    def _replace_rows(self, rows: np.ndarray, seg: int, groups: _Groups) -> None:
+        """A later segment logged these steps again: its rows win, the old ones go to history."""
+        if rows.min() < self._shared:
+            self._detach()
+        self._history.append(
+            (
+                self._step[rows],
+                self._seg[rows],
+                {name: (c.values[rows], c.logged[rows], False) for name, c in self._all()},
+            )
+        )
+        self._seg[rows] = seg
+        for name, (_, _, text) in groups.columns.items():
             self._column(name, text)
+        for name, col in self._all():
+            got = groups.columns.get(name)
+            if got is None:
+                col.values[rows] = None if col.values.dtype == object else np.nan
+                col.logged[rows] = False
+            else:
+                col.values[rows] = got[0]
+                col.logged[rows] = got[1]
+
+    def _insert_rows(self, positions: np.ndarray, seg: int, steps: np.ndarray, groups: _Groups) -> None:
+        """Rows landing between existing steps: rebuild the buffers once for the whole batch."""
+        n = self.n
+        for name, (_, _, text) in groups.columns.items():
+            self._column(name, text)
+        k = len(steps)
+        total = n + k
+        cap = max(_MIN_CAPACITY, 2 * total)
 
         def spliced(buf: np.ndarray, new: np.ndarray) -> np.ndarray:
-            return np.insert(buf[:n], positions, new)
+            return _grown(np.insert(buf[:n], positions, new), cap)
 
-        key = spliced(self._key, sub.keys)
-        columns = {}
-        for name, col in self._all_columns():
-            if name in sub.columns:
-                values, logged, _ = sub.columns[name]
+        self._step = spliced(self._step, steps)
+        self._seg = spliced(self._seg, np.full(k, seg, np.int64))
+        self._rank = np.full(cap, self.rank, np.int64)
+        for name, col in self._all():
+            got = groups.columns.get(name)
+            if got is None:
+                values = np.full(k, None if col.values.dtype == object else np.nan, col.values.dtype)
+                logged = np.zeros(k, bool)
             else:
-                values = np.full(len(sub.keys), None if col.values.dtype == object else np.nan, col.values.dtype)
-                logged = np.zeros(len(sub.keys), bool)
-            columns[name] = (spliced(col.values, values), spliced(col.logged, logged))
-        total = len(key)
-        self._cap = max(_MIN_CAPACITY, 2 * total)
-        self._key = _grown(key, self._cap)
-        self._step = _grown(key % _STEP_LIMIT, self._cap)
-        self._seg = _grown(key // _STEP_LIMIT, self._cap)
-        self._rank = np.full(self._cap, self.rank, np.int64)
-        for name, col in self._all_columns():
-            values, logged = columns[name]
-            col.values = _grown(values, self._cap)
-            col.logged = _grown(logged, self._cap)
+                values, logged = got[0], got[1]
+            col.values = spliced(col.values, values)
+            col.logged = spliced(col.logged, logged)
+        self._cap = cap
         self.n = total
         self._shared = 0
 
-    def _all_columns(self) -> list[tuple[str, _Column]]:
+    def _all(self) -> list[tuple[str, _Column]]:
         return [("t", self._t), *self.floats.items(), *self.texts.items()]
 
     def _column(self, name: str, text: bool) -> _Column:
@@ -318,20 +366,18 @@ class RankTable:
             cap *= 2
         cap = max(cap, rows + rows // 4)  # a big first load is not followed by a doubling
         self._cap = cap
-        self._key = _grown(self._key[: self.n], cap)
         self._step = _grown(self._step[: self.n], cap)
         self._seg = _grown(self._seg[: self.n], cap)
         self._rank = _grown(self._rank[: self.n], cap)
-        for _, col in self._all_columns():
+        for _, col in self._all():
             col.values = _grown(col.values[: self.n], cap)
             col.logged = _grown(col.logged[: self.n], cap)
         self._shared = 0  # new buffers: earlier views keep the old ones
 
     def _detach(self) -> None:
         """Copy the buffers so views handed out keep their values (copy-on-write)."""
-        self._key, self._step, self._seg = self._key.copy(), self._step.copy(), self._seg.copy()
-        self._rank = self._rank.copy()
-        for _, col in self._all_columns():
+        self._step, self._seg, self._rank = self._step.copy(), self._seg.copy(), self._rank.copy()
+        for _, col in self._all():
             col.values = col.values.copy()
             col.logged = col.logged.copy()
         self._shared = 0
@@ -355,7 +401,7 @@ class _GroupMerge:
 
 
 class _Groups:
-    """The merged rows of one batch: keys plus name -> (values, logged, is_text)."""
+    """The merged rows of one batch: (seg, step) keys plus name -> (values, logged, is_text)."""
 
     def __init__(self, keys: np.ndarray, merge: _GroupMerge | None) -> None:
         self.keys = keys
@@ -369,7 +415,7 @@ class _Groups:
             merged_values = np.where(merged_logged, merged_values, None if text else np.nan)
         self.columns[name] = (merged_values, merged_logged, text)
 
-    def subset(self, which: np.ndarray) -> _Groups:
+    def subset(self, which: np.ndarray | slice) -> _Groups:
         sub = _Groups(self.keys[which], None)
         sub.columns = {name: (v[which], lg[which], text) for name, (v, lg, text) in self.columns.items()}
         return sub

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -140,3 +141,52 @@ def test_tail_never_invents_doubles_or_loses(ops: list[tuple[str, float]], bulk:
         model.append(1)  # completes any partial line, so every record is complete
         poll(tail, parser, since_reset)
         assert since_reset == model.ids, "a complete record was never read"
+
+
+RECORDS = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # segment increment before this record
+        st.integers(1, 30),  # step
+        st.sampled_from(["loss", "acc", "lr"]),
+        st.floats(allow_nan=True, allow_infinity=True),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=RECORDS, cuts=st.lists(st.integers(1, 60), max_size=5))
+def test_table_matches_a_naive_model(rows: list[tuple[int, int, str, float]], cuts: list[int]) -> None:
+    import math
+
+    from monitor_cb.ingest.batch import records_to_batch
+    from monitor_cb.ingest.table import RankTable
+
+    seg, records = 1, []
+    for bump, step, key, value in rows:
+        seg += 1 if bump == 2 else 0  # resumes are rarer than steps
+        records.append({"step": step, "seg": seg, key: value})
+    expected: dict[int, tuple[int, dict[str, float]]] = {}  # step -> (seg, merged values)
+    for rec in records:
+        current = expected.get(rec["step"])
+        if current is None or current[0] < rec["seg"]:
+            expected[rec["step"]] = (rec["seg"], {})
+        values = expected[rec["step"]][1]
+        values.update({k: v for k, v in rec.items() if k not in ("step", "seg")})
+    table = RankTable()
+    bounds = sorted({0, len(records), *(c for c in cuts if c < len(records))})
+    for lo, hi in itertools.pairwise(bounds):
+        table.append(records_to_batch(records[lo:hi]))
+    frame = table.frame()
+    assert list(frame["step"]) == sorted(expected)
+    for i, step in enumerate(frame["step"]):
+        seg_expected, values = expected[step]
+        assert frame["seg"].iloc[i] == seg_expected
+        for key in ("loss", "acc", "lr"):
+            logged = key in frame and bool(table.logged(key)[i])
+            assert logged == (key in values)
+            if logged:
+                got, want = frame[key].iloc[i], values[key]
+                assert got == want or (math.isnan(got) and math.isnan(want))
+    assert len(table.frame(all_segments=True)) == len({(r["seg"], r["step"]) for r in records})

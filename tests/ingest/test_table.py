@@ -101,3 +101,28 @@ def test_big_first_load_then_appends_and_merges() -> None:
     assert list(frame["step"]) == list(range(1, 5011))
     assert frame["loss"].iloc[-1] == 5010.0 and frame["t"].iloc[0] == 1.5
     assert list(table.logged("eval").nonzero()[0]) == [4999]
+
+
+def test_resume_on_another_step_grid_interleaves_and_stays_a_view() -> None:
+    table = table_of(
+        [{"step": s, "seg": 1, "loss": 1.0} for s in range(10, 101, 10)],
+        [{"step": s, "seg": 2, "loss": 2.0, "gn": 0.5} for s in range(55, 126, 10)],
+    )
+    frame = table.frame()
+    assert list(frame["step"]) == sorted({*range(10, 101, 10), *range(55, 126, 10)})
+    assert list(frame.loc[frame["step"] > 100, "seg"]) == [2, 2, 2]
+    assert list(table.logged("gn")) == [s % 10 == 5 for s in frame["step"]]
+    table.append(records_to_batch([{"step": 135, "seg": 2, "loss": 2.0}]))
+    assert np.shares_memory(table.frame()["loss"].to_numpy(), table.floats["loss"].values)
+
+
+def test_all_segments_masks_follow_the_replaced_rows() -> None:
+    table = table_of(
+        [{"step": s, "seg": 1, "loss": "NaN"} for s in (1, 2, 3)],
+        [{"step": s, "seg": 2, "acc": 0.5} for s in (2, 3)],
+    )
+    every = table.frame(all_segments=True)
+    assert list(zip(every["step"], every["seg"], strict=True)) == [(1, 1), (2, 1), (2, 2), (3, 1), (3, 2)]
+    assert list(table.logged("loss", all_segments=True)) == [True, True, False, True, False]
+    assert list(table.logged("acc", all_segments=True)) == [False, False, True, False, True]
+    assert list(table.logged("loss")) == [True, False, False] and table.history_rows == 2
