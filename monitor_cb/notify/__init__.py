@@ -21,6 +21,7 @@ _EXPORTS = {
     "NotifyConfig": "monitor_cb.notify.config",
     "ConfigError": "monitor_cb.notify.config",
     "load_config": "monitor_cb.notify.config",
+    "find_config": "monitor_cb.notify.config",
     "TrainingNotifier": "monitor_cb.notify.training",
     "Watcher": "monitor_cb.notify.watcher",
 }

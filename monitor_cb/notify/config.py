@@ -141,6 +141,22 @@ class NotifyConfig:
         return f"{self.dashboard_url.rstrip('/')}/live?run={quote(run_id, safe='')}"
 
 
+def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+    """Where the settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``<root>/.monitor/notify.toml`` (or ``.json``).
+
+    The watcher and the dashboard both use this, so one file serves both. None when there is none.
+    """
+    env = os.environ if env is None else env
+    if env.get(ENV_CONFIG):
+        return Path(env[ENV_CONFIG])
+    if root is not None:
+        for name in ("notify.toml", "notify.json"):
+            candidate = Path(root) / ".monitor" / name
+            if candidate.is_file():
+                return candidate
+    return None
+
+
 def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> NotifyConfig:
     """Read a TOML (``.toml``) or JSON (``.json``) settings file; None gives an empty configuration.
 

@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)",
     )
     parser.add_argument(
-        "--config", default=None, help=f"notification settings, TOML or JSON (default: ${ENV_CONFIG} if set)"
+        "--config",
+        default=None,
+        help=f"notification settings, TOML or JSON (default: ${ENV_CONFIG}, else LOGROOT/.monitor/notify.toml)",
     )
     parser.add_argument("--once", action="store_true", help="one pass, deliver, exit (for cron and tests)")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes (default 10)")
@@ -64,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor_cb.notify.config import ConfigError, add_flag_channels, load_config
+    from monitor_cb.notify.config import ConfigError, add_flag_channels, find_config, load_config
     from monitor_cb.notify.delivery import Notifier
 
     logging.basicConfig(
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    config_path = args.config or os.environ.get(ENV_CONFIG) or None
+    root = Path(args.logroot) if args.logroot else _default_root()
+    config_path = args.config or find_config(root)
     try:
         config = load_config(config_path)
         add_flag_channels(
@@ -91,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("monitor_cb.notify").warning(
             "no channels configured (--config FILE, $%s, --exec or --webhook): alerts are only logged", ENV_CONFIG
         )
-    root = Path(args.logroot) if args.logroot else _default_root()
     if not root.is_dir():
         print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_CB_LOGDIR", file=sys.stderr)
         return 2

@@ -148,3 +148,15 @@ def test_masking_helpers():
         import pickle
 
         pickle.dumps(secret)
+
+
+def test_find_config(tmp_path: Path):
+    from monitor_cb.notify.config import find_config
+
+    assert find_config(tmp_path, env={}) is None
+    (tmp_path / ".monitor").mkdir()
+    (tmp_path / ".monitor" / "notify.json").write_text("{}")
+    assert find_config(tmp_path, env={}) == tmp_path / ".monitor" / "notify.json"
+    (tmp_path / ".monitor" / "notify.toml").write_text("")
+    assert find_config(tmp_path, env={}) == tmp_path / ".monitor" / "notify.toml"
+    assert find_config(tmp_path, env={"MONITOR_NOTIFY_CONFIG": "/etc/x.toml"}) == Path("/etc/x.toml")
