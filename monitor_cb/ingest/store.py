@@ -273,20 +273,36 @@ class RunStore:
     def _merged(
         self, run: _Run, sources: list[MetricsSource], all_segments: bool
     ) -> tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]:
-        import pandas as pd
-
         frames = [s.frame(all_segments) for s in sources]
         key = (all_segments, *((id(s), s.table.version) for s in sources))
         with run.lock:
             hit = run.merged.get(key)
             if hit is None:
-                if not frames:
-                    merged = pd.DataFrame({"step": np.empty(0, np.int64)})
-                    order = np.empty(0, np.int64)
-                else:
-                    both = pd.concat(frames, ignore_index=True)
-                    order = np.lexsort((both["rank"].to_numpy(), both["step"].to_numpy()))
-                    merged = both.take(order).reset_index(drop=True)
+                merged, order = _concat_by_step(frames)
                 run.merged = {key: (merged, [(s, order) for s in sources])}
                 hit = run.merged[key]
         return hit
+
+
+def _concat_by_step(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Rank frames (given in rank order) as one, sorted by step then rank; also the row order used.
+
+    A stable sort of the concatenated steps keeps rank order within a step, and numpy's
+    stable sort of integers is a radix sort: linear, several times cheaper than a lexsort.
+    """
+    import pandas as pd
+
+    steps = np.concatenate([frame["step"].to_numpy() for frame in frames])
+    order = np.argsort(steps, kind="stable")
+    names = list(dict.fromkeys(name for frame in frames for name in frame.columns))
+    data: dict[str, np.ndarray] = {}
+    for name in names:
+        parts = []
+        for frame in frames:
+            if name in frame:
+                parts.append(frame[name].to_numpy())
+            else:
+                text = any(name in f and f[name].dtype.kind not in "fiub" for f in frames)
+                parts.append(np.full(len(frame), None if text else np.nan, object if text else np.float64))
+        data[name] = np.concatenate(parts)[order]
+    return pd.DataFrame(data, copy=False), order
