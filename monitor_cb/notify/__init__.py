@@ -18,6 +18,7 @@ _EXPORTS = {
     "Alert": "monitor_cb.notify.alert",
     "Notifier": "monitor_cb.notify.delivery",
     "DeliveryResult": "monitor_cb.notify.delivery",
+    "send_test_notification": "monitor_cb.notify.delivery",
     "NotifyConfig": "monitor_cb.notify.config",
     "ConfigError": "monitor_cb.notify.config",
     "load_config": "monitor_cb.notify.config",

@@ -275,8 +275,7 @@ class Notifier:
         For a dashboard's "send test notification" button: bypasses severity, quiet hours,
         grouping and dedupe. Each channel takes at most ``timeout`` (default: the configured one).
         """
-        alert = Alert(run="test", kind="test", severity="info", message=message, link=self.config.dashboard_url)
-        return send_test(self.config.routes, alert, timeout or self.config.timeout)
+        return send_test_notification(self.config, message, timeout)
 
     def status(self) -> list[dict[str, object]]:
         """Per channel: pending alerts, dropped alerts, last result (redacted)."""
@@ -307,6 +306,19 @@ class Notifier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def send_test_notification(
+    config: NotifyConfig, message: str = "test notification from monitor_cb", timeout: float | None = None
+) -> list[DeliveryResult]:
+    """Send one test message to every configured channel now, in parallel, without retries.
+
+    For a settings page's "send test notification" button: no :class:`Notifier` (no lasting
+    threads), no severity/quiet-hours/grouping filters; returns one result per channel, in the
+    configured order, within ``timeout`` (default the configured one) plus two seconds.
+    """
+    alert = Alert(run="test", kind="test", severity="info", message=message, link=config.dashboard_url)
+    return send_test(config.routes, alert, timeout or config.timeout)
 
 
 def send_test(routes: Sequence[Route], alert: Alert, timeout: float) -> list[DeliveryResult]:

@@ -139,3 +139,16 @@ def test_notify_never_raises_and_send_test_reports_each_channel(http_receiver):
     assert good.bodies()[0]["message"] == "hello from the settings page"
     assert notifier.notify(object()) is False  # type: ignore[arg-type]
     assert notifier.close(timeout=2)
+
+
+def test_send_test_notification_for_a_settings_page(http_receiver):
+    from monitor_cb.notify import find_config, load_config, send_test_notification  # the page's imports
+
+    assert callable(find_config) and callable(load_config)
+    good, hanging = http_receiver(), http_receiver(hang=True)
+    config = fast_config(Route(hook(good, "good")), Route(hook(hanging, "hanging")), timeout=0.5)
+    started = time.monotonic()
+    results = send_test_notification(config, "test from the dashboard")
+    assert time.monotonic() - started < 2.0
+    assert [(r.channel, r.ok) for r in results] == [("good", True), ("hanging", False)]
+    assert good.bodies()[0]["kind"] == "test" and good.bodies()[0]["message"] == "test from the dashboard"
