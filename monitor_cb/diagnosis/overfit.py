@@ -78,9 +78,9 @@ def _train_trend(train, best_step: int, last_step: int) -> tuple[str, float | No
     if train is None:
         return "train loss not logged", None
     i0, i1 = np.searchsorted(train.steps, [best_step, last_step], side="right")
-    span = max(int(i1 - i0), 10)
-    before = train.values[max(0, i0 - span) : i0]
-    after = train.values[max(i0, i1 - span) : i1]
+    width = int(np.clip((i1 - i0) // 3, 5, 500))  # the last points before the best eval, and the latest ones
+    before = train.values[max(0, i0 - width) : i0]
+    after = train.values[max(i0, i1 - width) : i1]
     if before.size < 3 or after.size < 3:
         return "train loss too short to compare", None
     b, a = float(np.median(before)), float(np.median(after))

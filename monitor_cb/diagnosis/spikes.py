@@ -47,9 +47,13 @@ def detect_grad_explosion(frame: pd.DataFrame, settings: DiagnosisSettings) -> l
             "peak_step": int(s.steps[peak]),
             **{k: v for k, v in followup.items() if k != "bad"},
         }
+        jump = float(np.exp(logs[first] - med[first]))
+        peak_note = ""
+        if peak != first:
+            peak_note = f", peaking at {fmt_ratio(ratio)} at step {fmt_step(s.steps[peak])}"
         message = (
-            f"grad norm jumped {fmt_ratio(ratio)} above its recent median ({fmt_num(details['median'])}) "
-            f"at step {fmt_step(s.steps[first])}{followup['text']}. "
+            f"grad norm jumped {fmt_ratio(jump)} above its recent median ({fmt_num(details['median'])}) "
+            f"at step {fmt_step(s.steps[first])}{peak_note}{followup['text']}. "
             "Lower the learning rate or enable gradient clipping; if it came with a bad batch, check the data."
         )
         findings.append(

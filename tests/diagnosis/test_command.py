@@ -1,0 +1,82 @@
+import json
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from monitor_cb.cli import main
+from monitor_cb.record import encode_record
+from tests.diagnosis.helpers import decaying_loss
+
+
+def write_run(root, name: str, loss: np.ndarray, status: str = "finished"):
+    run = root / name
+    run.mkdir(parents=True)
+    lines = []
+    for i, value in enumerate(loss):
+        record = {"step": i + 1, "t": 1.76e9 + i, "rank": 0, "seg": 1, "loss": float(value), "lr": 1e-3}
+        lines.append(json.dumps(encode_record(record)))
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    meta = {
+        "schema": 1,
+        "name": name,
+        "status": status,
+        "reason": None,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "rank": 0,
+        "world_size": 1,
+        "segment": 1,
+    }
+    (run / "metrics.meta.json").write_text(json.dumps(meta))
+    return run
+
+
+@pytest.fixture
+def root(tmp_path):
+    write_run(tmp_path, "healthy", decaying_loss(300))
+    bad = decaying_loss(300)
+    bad[200:] = np.nan
+    write_run(tmp_path, "diverged", bad, status="failed")
+    return tmp_path
+
+
+def test_healthy_run_exits_zero(root, capsys):
+    assert main(["diagnose", "healthy", "--root", str(root)]) == 0
+    assert "0 errors" in capsys.readouterr().out
+
+
+def test_error_finding_exits_one_and_says_why(root, capsys):
+    assert main(["diagnose", "diverged", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR" in out and "loss became NaN at step 201" in out
+
+
+def test_json_output(root, capsys):
+    assert main(["diagnose", "diverged", "--root", str(root), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"]["error"] == 1
+    assert data["findings"][0]["kind"] == "nan" and data["findings"][0]["step"] == 201
+
+
+def test_run_directory_by_path(root, capsys):
+    assert main(["diagnose", str(root / "diverged")]) == 1
+
+
+def test_missing_run_is_a_usage_error(root, capsys):
+    assert main(["diagnose", "nope", "--root", str(root)]) == 2
+    assert "error: no run 'nope'" in capsys.readouterr().err
+
+
+def test_corrupt_settings_file_warns_but_works(root, capsys):
+    (root / ".monitor").mkdir()
+    (root / ".monitor" / "diagnosis.json").write_text("{oops")
+    assert main(["diagnose", "healthy", "--root", str(root)]) == 0
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_settings_file_applies(root, capsys):
+    (root / ".monitor").mkdir()
+    (root / ".monitor" / "diagnosis.json").write_text(json.dumps({"disabled": ["nan"]}))
+    assert main(["diagnose", "diverged", "--root", str(root)]) == 0

@@ -1,0 +1,56 @@
+import math
+
+import numpy as np
+
+from monitor_cb.diagnosis import DiagnosisSettings, detect_nan
+from tests.diagnosis.helpers import frame
+
+S = DiagnosisSettings()
+
+
+def test_first_nonfinite_loss_is_an_error_with_the_step():
+    loss = np.linspace(3, 2, 50)
+    loss[30:] = np.nan
+    grad = np.ones(50)
+    grad[29] = np.inf
+    (f,) = detect_nan(frame(50, loss=loss, grad_norm=grad, lr=1e-3), S)
+    assert (f.kind, f.severity, f.step) == ("nan", "error", 30)  # grad norm went Inf first (row 29 = step 30)
+    assert f.details["first"] == {"loss": 31, "grad_norm": 30}
+    assert "grad norm became Inf at step 30" in f.message
+    assert "lower the learning rate" in f.message
+
+
+def test_nan_at_step_one():
+    loss = np.full(5, 2.0)
+    loss[0] = math.nan
+    (f,) = detect_nan(frame(5, loss=loss), S)
+    assert f.step == 1
+    assert "first logged step" in f.message
+
+
+def test_finite_run_and_missing_columns_give_nothing():
+    assert detect_nan(frame(20, loss=np.linspace(2, 1, 20)), S) == []
+    assert detect_nan(frame(20, lr=1e-3), S) == []
+    assert detect_nan(frame(0), S) == []
+
+
+def test_eval_only_rows_are_not_logged_nans():
+    f = frame(10, loss=np.linspace(2, 1, 10), lr=1e-3, eval_loss=np.nan)
+    f.loc[4, ["loss", "lr"]] = np.nan  # an eval record merged onto a step without a train record
+    f.loc[4, "eval_loss"] = 1.7
+    assert detect_nan(f, S) == []
+
+
+def test_overflow_steps_are_loss_scaling_not_divergence():
+    grad = np.ones(10)
+    grad[3] = np.inf
+    f = frame(10, loss=1.0, grad_norm=grad)
+    f["overflow"] = [False, False, False, True] + [False] * 6
+    assert detect_nan(f, S) == []
+    f.loc[3, "loss"] = np.nan
+    assert detect_nan(f, S)[0].step == 4
+
+
+def test_all_nan_column_is_flagged_once():
+    (f,) = detect_nan(frame(10, loss=np.nan), S)
+    assert f.step == 1

@@ -1,0 +1,59 @@
+import numpy as np
+
+from monitor_cb.diagnosis import DiagnosisSettings, detect_plateau, detect_stalled
+from monitor_cb.diagnosis.progress import fmt_duration, stall_threshold
+from tests.diagnosis.helpers import decaying_loss, frame, noisy
+
+S = DiagnosisSettings()
+
+
+def test_stalled_running_run():
+    f = frame(100, loss=1.0)  # one record every 0.5 s
+    last = float(f["t"].iloc[-1])
+    assert stall_threshold(f["t"].to_numpy(), S) == S.stall_min_seconds
+    assert detect_stalled(f, S, status="running", now=last + 60) == []
+    (found,) = detect_stalled(f, S, status="running", now=last + 300)
+    assert (found.kind, found.severity, found.step) == ("stalled", "warning", 100)
+    assert "5 min 0 s" in found.message and "every 0.5 s" in found.message
+    (late,) = detect_stalled(f, S, status="running", now=last + 5 * 120 + 1)
+    assert late.severity == "error"
+
+
+def test_stalled_uses_last_write_and_only_live_statuses():
+    f = frame(100, loss=1.0)
+    last = float(f["t"].iloc[-1])
+    assert detect_stalled(f, S, status="running", now=last + 300, last_write=last + 250) == []
+    for status in ("finished", "failed", "stopped", "crashed", None):
+        assert detect_stalled(f, S, status=status, now=last + 1e6) == []
+    assert detect_stalled(f, S, status="stalled", now=last + 1)  # the store already judged it stalled
+    assert detect_stalled(frame(0), S, status="running", now=1e10) == []
+    assert detect_stalled(frame(5).drop(columns=["t"]), S, status="running", now=1e10) == []
+
+
+def test_slow_loggers_get_a_longer_threshold():
+    f = frame(100, loss=1.0)
+    f["t"] = 1.76e9 + np.arange(100) * 60.0  # a record a minute
+    assert stall_threshold(f["t"].to_numpy(), S) == 20 * 60.0
+
+
+def test_plateau_is_info_and_spans_the_flat_stretch():
+    loss = decaying_loss(1000)
+    loss[300:] = loss[300] * noisy(700, 1.0, 0.03, seed=5)
+    found = detect_plateau(frame(1000, loss=loss), S)
+    assert [f.severity for f in found] == ["info"]
+    assert 250 <= found[0].step <= 330 and found[0].end_step == 1000
+    assert found[0].details["ongoing"]
+
+
+def test_falling_loss_short_runs_and_constant_loss():
+    assert detect_plateau(frame(1000, loss=np.geomspace(10, 1, 1000)), S) == []
+    assert detect_plateau(frame(100, loss=1.0), S) == []  # shorter than plateau_points
+    (f,) = detect_plateau(frame(1000, loss=2.0), S)
+    assert f.step == 1 and f.end_step == 1000
+
+
+def test_fmt_duration():
+    assert fmt_duration(0.25) == "0.25 s"
+    assert fmt_duration(95) == "1 min 35 s"
+    assert fmt_duration(7300) == "2 h 1 min"
+    assert fmt_duration(float("nan")) == "?"
