@@ -177,7 +177,7 @@ class LiveMonitor(Callback):
         )
 
     def _run_meta(self, cb: Any, network: Any, device_id: int | None) -> Metrics:
-        epochs, per_epoch = cb.get("epoch_num"), cb.get("batch_num")
+        epochs, per_epoch = cb.get("epoch_num"), _steps_per_epoch(cb)
         meta: Metrics = {
             "mindspore_version": ms.__version__,
             "mindformers_version": _installed_version("mindformers"),
@@ -295,6 +295,20 @@ class LiveMonitor(Callback):
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(message, MonitorWarning, stacklevel=3)
+
+
+def _steps_per_epoch(cb: Any) -> int | None:
+    """``batch_num``, except where MindSpore's CPU fallback from sink mode left the sink size there.
+
+    On the CPU, ``Model.train(..., dataset_sink_mode=True, sink_size=k)`` trains without
+    sinking (``cb_params.dataset_sink_mode`` is False) and runs the whole dataset per epoch,
+    but ``batch_num`` says ``k``.
+    """
+    per_epoch = cb.get("batch_num")
+    if not cb.get("dataset_sink_mode") and ms.get_context("device_target") == "CPU":
+        with contextlib.suppress(Exception):
+            per_epoch = int(cb.get("train_dataset").get_dataset_size())
+    return per_epoch
 
 
 def _check_positive_int(name: str, value: Any, optional: bool = False) -> None:

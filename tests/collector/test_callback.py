@@ -341,3 +341,16 @@ def test_a_wrong_layout_warns_once_and_falls_back(tmp_path: Path) -> None:
     layout_warnings = [w for w in caught if "layout 'mindformers'" in str(w.message)]
     assert len(layout_warnings) == 1
     assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl")] == [1, 2, 3]
+
+
+def test_sink_mode_on_cpu_falls_back_to_one_step_per_callback(tmp_path: Path) -> None:
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), 0.01))
+    recorder = Recorder()
+    model.train(
+        2, dataset(6), callbacks=[LiveMonitor(tmp_path, log_interval=4), recorder], dataset_sink_mode=True, sink_size=3
+    )
+    assert recorder.steps == list(range(1, 13))  # each epoch still runs the whole dataset
+    assert [(r["step"], r["samples"]) for r in read_records(tmp_path / "metrics.jsonl")] == [(4, 16), (8, 32), (12, 48)]
+    meta = read_meta(tmp_path)
+    assert meta["dataset_sink_mode"] is False and meta["total_steps"] == 12  # batch_num says 3 here
