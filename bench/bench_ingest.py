@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from monitor_cb.ingest import RunStore
 from monitor_cb.ingest.batch import records_to_batch
 from monitor_cb.ingest.source import MetricsSource
-from monitor_cb.record import encode_record
+from monitor_cb.record import encode_record, metrics_filename
 
 FLOAT_KEYS = ("loss", "lr", "throughput", "step_time", "data_time", "grad_norm", "mem_host_rss")
 
@@ -185,6 +185,26 @@ def growth_vs_concat() -> None:
     print(f"  ours: new frame view after it   {view_ms:7.2f} ms")
 
 
+def merged_ranks(tmp: Path, ranks: int = 8, steps: int = 125_000) -> None:
+    print(f"\n== {ranks} ranks x {steps} steps: merged frame after one rank got a record (median of 10) ==")
+    run = tmp / "ranks" / "dp"
+    run.mkdir(parents=True)
+    for rank in range(ranks):
+        write_lines(run / metrics_filename(rank, ranks), 1, steps, steps)
+    store = RunStore(run.parent, rescan_interval_s=1e9)
+    store.frame("dp")
+    state = {"next": steps + 1}
+
+    def add() -> None:
+        write_lines(run / metrics_filename(0, ranks), state["next"], state["next"], steps)
+        state["next"] += 1
+
+    merged_ms = median_ms(lambda: store.frame("dp"), 10, setup=add)
+    one_ms = median_ms(lambda: store.frame("dp", rank=0), 10, setup=add)
+    print(f"  store.frame(run) all ranks  {merged_ms:7.2f} ms   (rebuilt on change: a sort of all rows)")
+    print(f"  store.frame(run, rank=0)    {one_ms:7.2f} ms   (a view)")
+
+
 def idle_runs(tmp: Path, count: int = 1000) -> None:
     print(f"\n== idle poll over {count} runs (median of 20) ==")
     root = tmp / "many"
@@ -220,6 +240,7 @@ def main() -> None:
         full_load(big, args.quick)
         incremental(tmp, big)
         growth_vs_concat()
+        merged_ranks(tmp)
         idle_runs(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -42,9 +42,12 @@ def write_csv(frame: Any, masks: dict[str, Any], target: Any) -> None:
     out = frame.copy()
     for column, logged in masks.items():
         values = out[column]
-        if values.dtype.kind == "f":
+        if values.dtype.kind != "f":
+            continue
+        nan = np.isnan(values.to_numpy())
+        if nan.any():  # a plain float column (the usual case) is written as it is
             text = values.astype(object)
-            text[np.isnan(values.to_numpy()) & logged] = "NaN"
+            text[nan & logged] = "NaN"
             text[~logged] = None
             out[column] = text
     out.to_csv(target, index=False, na_rep="")
