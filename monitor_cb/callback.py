@@ -224,10 +224,20 @@ class LiveMonitor(Callback):
 
     def _parse(self, outputs: Any) -> Metrics:
         try:
-            return parse_outputs(self._layout, outputs, self.loss_names)
+            metrics = parse_outputs(self._layout, outputs, self.loss_names)
         except Exception as exc:  # noqa: BLE001 - a wrong layout must not stop training
             self._warn("layout", f"cannot read the train cell's outputs as layout {self._layout!r} ({exc!r})")
-            return parse_plain(outputs, self.loss_names)
+            try:
+                metrics = parse_plain(outputs, self.loss_names)
+            except Exception:  # noqa: BLE001 - still log lr, timing and memory
+                return {}
+        if self.guard.watches_grad_norm and "grad_norm" not in metrics:
+            self._warn(
+                "no-grad-norm",
+                "max_grad_norm is set but the train cell returns no gradient norm; "
+                "use monitor_cb.TrainOneStepWithGradNorm (or a cell with a known layout)",
+            )
+        return metrics
 
     def _log_step(self, step: int, metrics: Metrics) -> None:
         now = time.perf_counter()

@@ -354,3 +354,12 @@ def test_sink_mode_on_cpu_falls_back_to_one_step_per_callback(tmp_path: Path) ->
     assert [(r["step"], r["samples"]) for r in read_records(tmp_path / "metrics.jsonl")] == [(4, 16), (8, 32), (12, 48)]
     meta = read_meta(tmp_path)
     assert meta["dataset_sink_mode"] is False and meta["total_steps"] == 12  # batch_num says 3 here
+
+
+def test_max_grad_norm_without_a_norm_warns_once(tmp_path: Path) -> None:
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), 0.01))
+    with pytest.warns(MonitorWarning, match="returns no gradient norm") as caught:
+        model.train(1, dataset(3), callbacks=[LiveMonitor(tmp_path, log_interval=1, max_grad_norm=10.0)])
+    assert len(caught) == 1
+    assert len(read_records(tmp_path / "metrics.jsonl")) == 3
