@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
 ENV_LOGDIR = "MONITOR_LOGDIR"
 ENV_LOGDIR_ALT = "MONITOR_CB_LOGDIR"  # the reading side's name for the same setting
@@ -538,7 +539,7 @@ class ChartSettings:
     thresholds: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     custom_left: tuple[str, ...] = ("loss",)
     custom_right: tuple[str, ...] = ()
-    n_out: int = 2000
+    n_out: int = 1000
 
 
 def zoomed_rows(df: pd.DataFrame, zoom: ZoomState, context: float = 1.0) -> slice | None:
@@ -616,11 +617,68 @@ def live_figures(
         if panel.key not in ("loss_lr", "speed_grad", "custom"):
             fig.update_layout(title=panel.title)
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))
+        compact_figure(fig)
         figures[panel.key] = fig
     return figures
 
 
+# Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.
+N_OUT_CHOICES = (500, 1000, 2000, 4000)
+_INT32_MAX = 2**31 - 1
+# What a line chart takes from a template; colour scales, geo, ternary, ... are left out.
+_TEMPLATE_KEYS = frozenset(
+    {"font", "paper_bgcolor", "plot_bgcolor", "xaxis", "yaxis", "colorway", "hoverlabel", "hovermode", "title"}
+)
+
+
+def compact_figure(fig: Any) -> None:
+    """Make a figure cheap to send on every refresh: 32-bit arrays, no per-trace-type template defaults.
+
+    Plotly encodes numpy arrays as base64 typed arrays; float32 keeps 7 significant digits (the
+    hover shows 4), integer x values that fit stay exact as int32, wall-clock x stays datetime.
+    Of the template (7 kB per figure) only what gives a line chart its look is kept.
+    """
+    template = fig.layout.template
+    if template is not None and template.layout is not None:
+        look = template.layout.to_plotly_json()
+        fig.layout.template = go.layout.Template(layout={k: v for k, v in look.items() if k in _TEMPLATE_KEYS})
+    for trace in fig.data:
+        for name in ("x", "y"):
+            values = getattr(trace, name, None)
+            if not isinstance(values, np.ndarray) or values.size == 0:
+                continue
+            small = _compact(values, is_x=name == "x")
+            if small is not values:
+                # plotly skips an assignment equal in value to the current one: clear it first
+                setattr(trace, name, None)
+                setattr(trace, name, small)
+
+
+def _compact(values: np.ndarray, is_x: bool) -> np.ndarray:
+    if values.dtype.kind not in "iuf" or values.dtype.itemsize <= 4:
+        return values
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size == 0:
+        return values.astype(np.float32) if not is_x else values
+    lo, hi = finite.min(), finite.max()
+    integral = values.dtype.kind in "iu" or bool(np.all(finite == np.round(finite)))
+    if integral and finite.size == values.size and lo >= -_INT32_MAX and hi <= _INT32_MAX:
+        return values.astype(np.int32)  # steps, samples: exact
+    if not is_x:
+        return values.astype(np.float32)
+    # an x axis needs its resolution: float32 only while it still resolves 0.01 of a unit
+    return values.astype(np.float32) if max(abs(lo), abs(hi)) < 1e5 else values
+
+
 CHART_PREFIX = "chart_"
+
+
+def figures_key(run_id: str, df: pd.DataFrame, settings: ChartSettings, zoom: ZoomState) -> tuple[Any, ...]:
+    """What the figures of a refresh depend on: equal keys mean the last figures can be shown again."""
+    tail = df.iloc[-1] if len(df) else None
+    last = tuple(float(tail[c]) for c in ("step", "t", "seg") if tail is not None and c in df.columns)
+    hidden = tuple(sorted((k, tuple(v)) for k, v in zoom.hidden.items()))
+    return (run_id, len(df), tuple(df.columns), last, repr(settings), zoom.lo, zoom.hi, hidden)
 
 
 def hide_traces(fig: Any, names: Iterable[str]) -> None:

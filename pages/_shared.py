@@ -17,6 +17,7 @@ import streamlit as st
 from monitor_cb import view
 
 QUERY_RUN = "run"
+RUN_KEY = "run_select"
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,14 @@ def run_picker(runs: list[Any]) -> Any | None:
     wanted = st.query_params.get(QUERY_RUN)
     if wanted and wanted not in {r.id for r in runs}:
         st.warning(f"The run `{view.escape_code(wanted)}` is no longer under the log root (deleted or moved).")
-    current = view.pick_run(ids, wanted)
+    # The select box has a stable key: its labels carry ages that change every second, and a
+    # keyless widget whose labels change would forget the user's choice.
+    if st.session_state.get(RUN_KEY) not in by_id:
+        st.session_state[RUN_KEY] = view.pick_run(ids, wanted)
     choice = st.sidebar.selectbox(
         f"Run ({len(shown)} of {len(runs)})",
         ids,
-        index=ids.index(current),
+        key=RUN_KEY,
         format_func=lambda rid: view.run_label(by_id[rid], now),
     )
     if st.query_params.get(QUERY_RUN) != choice:

@@ -26,6 +26,7 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events
 
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 HIDDEN = "legend_hidden"
+FIGURE_CACHE = "live_figures"
 PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
 
@@ -74,9 +75,16 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
     defaults = [k for k in view.DEFAULT_PANELS if k in panel_titles]
     shown = c4.multiselect("Charts", list(panel_titles), default=defaults, format_func=panel_titles.get, key="panels")
     with st.expander("Axes, thresholds and zoom"):
-        a1, a2 = st.columns(2)
+        a1, a2, a3 = st.columns([2, 2, 1])
         custom_left = a1.multiselect("Custom chart: left axis", metrics, default=_first(metrics, "loss"), key="left")
         custom_right = a2.multiselect("Custom chart: right axis", metrics, default=_first(metrics, "lr"), key="right")
+        n_out = a3.selectbox(
+            "Points per trace",
+            view.N_OUT_CHOICES,
+            index=view.N_OUT_CHOICES.index(view.ChartSettings.n_out),
+            key="n_out",
+            help="Downsampling keeps every spike, NaN and the last point; more points cost more bytes per refresh.",
+        )
         text = st.text_input(
             "Red points beyond a limit",
             key="thresholds",
@@ -95,6 +103,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
         thresholds=thresholds,
         custom_left=tuple(custom_left),
         custom_right=tuple(custom_right),
+        n_out=int(n_out or view.ChartSettings.n_out),
     )
 
 
@@ -169,7 +178,8 @@ def _live_body(store: Any, run_id: str, settings: view.ChartSettings, known: fro
     zoom_event, legend_event = chart_events()
     if _apply_events(frame, settings, zoom_event, legend_event):
         st.rerun(scope="app")  # redraw the step inputs with the new zoom
-    data = process(store, run, frame, settings, zoom_state(), time.time())
+    cache = st.session_state.setdefault(FIGURE_CACHE, {})
+    data = process(store, run, frame, settings, zoom_state(), time.time(), cache)
     show(data)
 
 
@@ -198,9 +208,19 @@ def _apply_events(frame: pd.DataFrame, settings: view.ChartSettings, zoom_event:
 
 
 def process(
-    store: Any, run: Any, frame: pd.DataFrame, settings: view.ChartSettings, zoom: view.ZoomState, now: float
+    store: Any,
+    run: Any,
+    frame: pd.DataFrame,
+    settings: view.ChartSettings,
+    zoom: view.ZoomState,
+    now: float,
+    cache: dict[str, Any] | None = None,
 ) -> LiveData:
-    """Everything one refresh shows, computed without Streamlit (the benchmark times this)."""
+    """Everything one refresh shows, computed without Streamlit (the benchmark times this).
+
+    With a ``cache`` (one per browser session) a refresh that finds no new records reuses the last
+    figures: no work, and Streamlit then sends only a reference to the unchanged chart message.
+    """
     from monitor_cb.analysis.series import first_nonfinite
 
     if len(frame) == 0:
@@ -208,7 +228,13 @@ def process(
     logged = logged_masks(store, run.id, frame)
     kpis = view.compute_kpis(frame, run, now, logged)
     banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
-    figures = view.live_figures(frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}")
+    key = view.figures_key(run.id, frame, settings, zoom)
+    if cache is not None and cache.get("key") == key:
+        figures = cache["figures"]
+    else:
+        figures = view.live_figures(frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}")
+        if cache is not None:
+            cache.update(key=key, figures=figures)
     return LiveData(run, kpis, banner, figures, False)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -132,6 +133,8 @@ def poll_app(at: AppTest, done: Any, timeout: float = 10.0) -> None:
 def test_run_selection_follows_and_sets_the_url(log_root: Path) -> None:
     write_run(log_root, "old", steps=120)
     write_run(log_root, "new", steps=80)
+    an_hour_ago = time.time() - 3600
+    os.utime(log_root / "old" / "metrics.jsonl", (an_hour_ago, an_hour_ago))  # "new" is the newer write
     at = run_app()
     assert_ok(at)
     assert at.query_params["run"] in ("new", ["new"])  # newest first
@@ -140,6 +143,10 @@ def test_run_selection_follows_and_sets_the_url(log_root: Path) -> None:
     assert_ok(at)
     assert at.query_params["run"] in ("old", ["old"])
     assert metric_values(at)["Step"] == "120"
+    # the choice holds while labels change (ages) and while a new run appears
+    write_run(log_root, "newest", steps=10)
+    poll_app(at, lambda: any("newest" in o for o in at.sidebar.selectbox[0].options))
+    assert at.sidebar.selectbox[0].value == "old" and metric_values(at)["Step"] == "120"
 
 
 def test_url_opens_the_same_view(log_root: Path) -> None:
@@ -231,6 +238,13 @@ def test_chart_choice_and_custom_axes(one_run: Path) -> None:
     assert "grad_norm" in names and "throughput" in names
     right = next(t for t in fig["data"] if t["name"] == "throughput")
     assert right.get("yaxis") == "y2"
+
+
+def test_points_per_trace(one_run: Path) -> None:
+    at = run_app()
+    at.selectbox(key="n_out").select(500).run()
+    assert_ok(at)
+    assert len(charts(at)) == 3
 
 
 def test_threshold_turns_points_red(one_run: Path) -> None:

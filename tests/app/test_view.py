@@ -207,3 +207,25 @@ def test_live_figures_hold_the_panels_traces_zoom_and_hidden_entries() -> None:
     assert any("threshold" in (t.name or "") for t in figs["speed_grad"].data)
     unzoomed = view.live_figures(df, settings, view.ZoomState())
     assert unzoomed["loss_lr"].layout.xaxis.range is None
+
+
+def test_figures_key_changes_with_new_rows_settings_and_zoom() -> None:
+    df = frame(10)
+    settings = view.ChartSettings()
+    key = view.figures_key("r", df, settings, view.ZoomState())
+    assert key == view.figures_key("r", df.copy(), view.ChartSettings(), view.ZoomState())
+    assert key != view.figures_key("r", frame(11), settings, view.ZoomState())
+    assert key != view.figures_key("r", df, view.ChartSettings(log_y=True), view.ZoomState())
+    assert key != view.figures_key("r", df, settings, view.ZoomState(lo=3))
+    assert key != view.figures_key("r", df, settings, view.ZoomState(hidden={"chart_loss_lr": ["lr"]}))
+
+
+def test_compact_figure_sends_32_bit_arrays_and_a_small_template() -> None:
+    import plotly.io
+
+    n = 100_000
+    df = frame(n, throughput=np.full(n, 800.0), grad_norm=np.linspace(0, 2, n))
+    figs = view.live_figures(df, view.ChartSettings(n_out=1000), view.ZoomState())
+    spec = plotly.io.to_json(figs["loss_lr"], validate=False)
+    assert '"dtype":"f4"' in spec and '"dtype":"i4"' in spec and '"f8"' not in spec
+    assert len(spec) < 60_000
