@@ -50,3 +50,11 @@ def test_injections_and_epochs() -> None:
     assert demo.parse_injections(["nan@4", "overfit@9"], steps=10) == {"nan": 4, "overfit": 9}
     assert demo.epochs_for(2000) == (10, 200) and demo.epochs_for(10) == (1, 10)
     assert parse().steps == 2000
+
+
+def test_the_cli_dispatches_demo_with_its_flags() -> None:
+    from monitor_cb.cli import build_parser
+
+    args = build_parser().parse_args(["demo", "--steps", "50", "--inject", "nan@7", "--inject", "overfit@9"])
+    assert args._module == "monitor_cb.demo" and args.steps == 50 and args.inject == ["nan@7", "overfit@9"]
+    assert args.on_nan == "warn" and args.log_interval == 10 and args.logdir == "logs"
