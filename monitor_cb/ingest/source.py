@@ -78,6 +78,11 @@ class MetricsSource:
         with self.lock:
             return self.table.frame(all_segments)
 
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        """The frame and its "was logged" masks, taken together so they always match."""
+        with self.lock:
+            return self.table.frame_and_masks(all_segments)
+
     def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
         with self.lock:
             return self.table.logged(column, all_segments)

@@ -64,7 +64,7 @@ class _Run:
         self.dir = run_dir
         self.sources: dict[Path, MetricsSource] = {}
         self.lock = threading.Lock()
-        self.merged: dict[tuple[Any, ...], tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]] = {}
+        self.merged: dict[tuple[Any, ...], _Snapshot] = {}
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
 
 
@@ -102,6 +102,7 @@ class RunStore:
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
+        self._local = threading.local()  # per thread (per Streamlit session): the last frame handed out
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ discovery
@@ -227,37 +228,30 @@ class RunStore:
             rank: one rank; default all ranks merged (sorted by step, then rank).
             all_segments: keep rows of earlier segments that a resume repeated.
         """
+        snapshot = self._snapshot(run_id, rank, all_segments, poll=True)
+        self._local.__dict__.setdefault("last", {})[(run_id, rank, all_segments)] = snapshot
         # A shallow copy: sessions share the cached frame, so one adding a column must not touch the others.
-        return self._frame_and_masks(run_id, rank, all_segments)[0].copy(deep=False)
+        return snapshot.frame.copy(deep=False)
 
     def logged_mask(
         self, run_id: str, column: str, rank: int | None = None, *, all_segments: bool = False
     ) -> np.ndarray:
         """Per row of :meth:`frame`: True where ``column`` was logged (a NaN included), False where absent.
 
-        Reads nothing new, so it lines up with the frame the last :meth:`frame` call returned
-        (unless another thread polled this run in between).
+        Matches the frame this thread's last :meth:`frame` call returned for the same arguments,
+        even if other sessions have polled since (Streamlit runs each session in its own thread).
         """
-        _, parts = self._frame_and_masks(run_id, rank, all_segments, poll=False)
-        masks = []
-        for source, _order in parts:
-            try:
-                masks.append(source.logged(column, all_segments))
-            except KeyError:
-                masks.append(np.zeros(len(source.frame(all_segments)), bool))
-        if len(masks) == 1:
-            return masks[0]
-        order = parts[0][1]
-        return np.concatenate(masks)[order]
+        snapshot = self._local.__dict__.get("last", {}).get((run_id, rank, all_segments))
+        if snapshot is None:
+            snapshot = self._snapshot(run_id, rank, all_segments, poll=False)
+        return snapshot.mask(column)
 
     def bad_lines(self, run_id: str) -> list[tuple[Path, BadLine]]:
         """Skipped lines (first ones, with their byte offsets) of every file of the run."""
         run = self._run(run_id)
         return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
 
-    def _frame_and_masks(
-        self, run_id: str, rank: int | None, all_segments: bool, poll: bool = True
-    ) -> tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]:
+    def _snapshot(self, run_id: str, rank: int | None, all_segments: bool, poll: bool) -> _Snapshot:
         run = self._run(run_id)
         sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
         for source in sources if poll else ():
@@ -266,22 +260,37 @@ class RunStore:
             sources = [s for s in sources if s.table.rank == rank]
             if not sources:
                 raise KeyError(f"run {run_id!r} has no rank {rank}")
-        if len(sources) == 1:
-            return sources[0].frame(all_segments), [(sources[0], np.empty(0, np.int64))]
-        return self._merged(run, sources, all_segments)
-
-    def _merged(
-        self, run: _Run, sources: list[MetricsSource], all_segments: bool
-    ) -> tuple[pd.DataFrame, list[tuple[MetricsSource, np.ndarray]]]:
-        frames = [s.frame(all_segments) for s in sources]
-        key = (all_segments, *((id(s), s.table.version) for s in sources))
+        parts = [s.frame_and_masks(all_segments) for s in sources]
+        if len(parts) == 1:
+            _, frame, masks = parts[0]
+            return _Snapshot(frame, [(masks, len(frame))], None)
+        key = (all_segments, *((id(s), version) for s, (version, _, _) in zip(sources, parts, strict=True)))
         with run.lock:
             hit = run.merged.get(key)
             if hit is None:
-                merged, order = _concat_by_step(frames)
-                run.merged = {key: (merged, [(s, order) for s in sources])}
-                hit = run.merged[key]
+                merged, order = _concat_by_step([frame for _, frame, _ in parts])
+                hit = _Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order)
+                run.merged = {key: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A frame with what its masks are made of: per part (rank) its masks and length, and the row order."""
+
+    frame: pd.DataFrame
+    parts: list[tuple[dict[str, np.ndarray], int]]
+    order: np.ndarray | None  # None: a single rank, rows as stored
+
+    def mask(self, column: str) -> np.ndarray:
+        if column in ("step", "rank", "seg"):
+            return np.ones(len(self.frame), bool)
+        if not any(column in masks for masks, _ in self.parts):
+            raise KeyError(f"no column {column!r} in this run; columns are {list(self.frame.columns)}")
+        pieces = [masks[column] if column in masks else np.zeros(rows, bool) for masks, rows in self.parts]
+        if self.order is None:
+            return pieces[0].copy()
+        return np.concatenate(pieces)[self.order]
 
 
 def _concat_by_step(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, np.ndarray]:

@@ -67,7 +67,7 @@ class RankTable:
         self._last_step = 0
         self._last_seg = 0  # 0: no segment seen yet
         self._has_seg = False
-        self._cache: dict[bool, tuple[int, pd.DataFrame, dict[str, np.ndarray] | None]] = {}
+        self._cache: dict[bool, tuple[int, pd.DataFrame, dict[str, np.ndarray]]] = {}
         self.version += 1
 
     # ------------------------------------------------------------------ reading
@@ -92,28 +92,27 @@ class RankTable:
         """One row per step (latest segment wins), or with ``all_segments`` also the replaced rows."""
         return self._cached(all_segments)[1]
 
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        """(version, frame, per-column "was logged" masks); the masks are read-only and never change later."""
+        return self._cached(all_segments)
+
     def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
         """Per row of :meth:`frame`: True where ``column`` was logged (even as NaN)."""
         _, frame, masks = self._cached(all_segments)
-        if column in ("step", "rank", "seg"):
-            return np.ones(len(frame), bool)
-        col = self._t if column == "t" else self.floats.get(column) or self.texts.get(column)
-        if col is None:
-            raise KeyError(f"no column {column!r}; columns are {sorted([*self.floats, *self.texts])}")
-        return col.logged[: self.n].copy() if masks is None else masks[column].copy()
+        return mask_of(masks, column, len(frame))
 
-    def _cached(self, all_segments: bool) -> tuple[int, pd.DataFrame, dict[str, np.ndarray] | None]:
+    def _cached(self, all_segments: bool) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
         all_segments = all_segments and bool(self._history)
         hit = self._cache.get(all_segments)
         if hit is None or hit[0] != self.version:
-            hit = (self.version, *self._build_all()) if all_segments else (self.version, self._build_view(), None)
+            hit = (self.version, *(self._build_all() if all_segments else self._build_view()))
             self._cache[all_segments] = hit
         return hit
 
     def _columns_order(self) -> list[tuple[str, _Column]]:
         return [*self.floats.items(), *self.texts.items()]
 
-    def _build_view(self) -> pd.DataFrame:
+    def _build_view(self) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
         import pandas as pd
 
         n = self.n
@@ -125,8 +124,9 @@ class RankTable:
         }
         for name, col in self._columns_order():
             data[name] = col.values[:n]
-        self._shared = n
-        return pd.DataFrame(data, copy=False)
+        masks = {name: _read_only(col.logged[:n]) for name, col in self._all()}
+        self._shared = n  # from now on rows < n are copied before any write (copy-on-write)
+        return pd.DataFrame(data, copy=False), masks
 
     def _build_all(self) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
         """Main rows plus replaced ones, sorted by step then segment (copies: asked for rarely)."""
@@ -159,7 +159,7 @@ class RankTable:
                     values.append(got[0])
                     logged.append(got[1])
             data[name] = np.concatenate(values)[order]
-            masks[name] = np.concatenate(logged)[order]
+            masks[name] = _read_only(np.concatenate(logged)[order])
         return pd.DataFrame(data, copy=False), masks
 
     # ------------------------------------------------------------------ writing
@@ -419,6 +419,22 @@ class _Groups:
         sub = _Groups(self.keys[which], None)
         sub.columns = {name: (v[which], lg[which], text) for name, (v, lg, text) in self.columns.items()}
         return sub
+
+
+def mask_of(masks: dict[str, np.ndarray], column: str, rows: int) -> np.ndarray:
+    """A writable copy of one column's "was logged" mask; step/rank/seg are always logged."""
+    if column in ("step", "rank", "seg"):
+        return np.ones(rows, bool)
+    mask = masks.get(column)
+    if mask is None:
+        raise KeyError(f"no column {column!r}; columns are {sorted(masks)}")
+    return mask.copy()
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    view = values.view()
+    view.flags.writeable = False
+    return view
 
 
 def _forward_fill(raw: np.ndarray, valid: np.ndarray, initial: int) -> np.ndarray:

@@ -197,3 +197,21 @@ def test_resumed_writer_latest_segment_wins(tmp_path: Path) -> None:
     every = store.frame("resume", all_segments=True)
     assert len(every) == 17 and set(every.loc[every["step"] == 8, "loss"]) == {1.0, 2.0}
     assert store.run_info("resume").meta["segment"] == 2
+
+
+def test_logged_mask_matches_this_threads_frame_after_another_thread_polled(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write_run(tmp_path / "two", steps=5, rank=rank, world=2)
+    write_run(tmp_path / "one", steps=5)
+    store = store_of(tmp_path)
+    mine = {run: store.frame(run) for run in ("two", "one")}
+    for run in ("two", "one"):
+        path = next((tmp_path / run).glob("*.jsonl"))
+        append(path, records(6, 9, eval_acc=0.5))
+        other = threading.Thread(target=store.frame, args=(run,))  # another session polls
+        other.start()
+        other.join()
+        mask = store.logged_mask(run, "loss")
+        assert len(mask) == len(mine[run]) and mask.all()
+        assert len(store.frame(run)) == len(mine[run]) + 4  # a fresh frame in this thread sees the new rows
+        assert len(store.logged_mask(run, "loss")) == len(mine[run]) + 4  # and its masks follow it
