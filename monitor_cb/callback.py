@@ -21,7 +21,7 @@ from mindspore.train import Callback
 
 from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
 from monitor_cb.guard import NanGuard
-from monitor_cb.lr import find_optimizer, global_step, lr_metrics
+from monitor_cb.lr import find_optimizer, global_step, lr_reader
 from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
 from monitor_cb.writer import MetricsWriter, MonitorWarning
 
@@ -153,6 +153,7 @@ class LiveMonitor(Callback):
         network = cb.get("train_network")
         self._layout = self.layout or layout_for_cell(network)
         self._optimizer = find_optimizer(cb)
+        self._read_lr = lr_reader(self._optimizer)
         self._cur_base = int(cb.get("cur_step_num") or 0)
         self._step = self._logged_step = self._interval_step = global_step(self._optimizer) or 0
         self._step_base = self._step
@@ -245,7 +246,7 @@ class LiveMonitor(Callback):
         elapsed = max(now - self._interval_t0 - self._eval_time, 1e-9)
         record: Metrics = {"epoch": self._epoch, **metrics}
         if "lr" not in record:
-            record.update(lr_metrics(self._optimizer))
+            record.update(self._read_lr())
         record["step_time"] = elapsed / steps
         record["data_time"] = self._data_wait / steps
         if self._batch:

@@ -14,6 +14,7 @@ MindSpore is imported lazily, only to build the step tensor for a schedule.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitor_cb.extract import Metrics, to_float
@@ -46,24 +47,39 @@ def lr_metrics(optimizer: Any, step_index: int | None = None) -> Metrics:
         step_index: the optimizer step whose lr is wanted; default
             ``global_step - 1``, the step just applied.
     """
+    return lr_reader(optimizer)(step_index)
+
+
+def lr_reader(optimizer: Any) -> Callable[[int | None], Metrics]:
+    """A function ``step_index -> lr metrics`` for ``optimizer`` (see :func:`lr_metrics`).
+
+    Per-step lr arrays are copied to the host once, here, so each later read is an
+    index; schedule cells are evaluated on each call.
+    """
     if optimizer is None or getattr(optimizer, "learning_rate", None) is None:
-        return {}
-    if step_index is None:
-        applied = global_step(optimizer)
-        step_index = max((applied or 1) - 1, 0)
-    values = [lr_value(holder, step_index) for holder in _unique_holders(optimizer.learning_rate)]
-    out: Metrics = {}
-    for i, value in enumerate(values):
-        out["lr" if i == 0 else f"lr_group{i}"] = value
-    return out
+        return lambda step_index=None: {}
+    holders = [_per_step_array(h) or h for h in _unique_holders(optimizer.learning_rate)]
+
+    def read(step_index: int | None = None) -> Metrics:
+        if step_index is None:
+            applied = global_step(optimizer)
+            step_index = max((applied or 1) - 1, 0)
+        out: Metrics = {}
+        for i, holder in enumerate(holders):
+            out["lr" if i == 0 else f"lr_group{i}"] = lr_value(holder, step_index)
+        return out
+
+    return read
 
 
 def lr_value(holder: Any, step_index: int) -> float:
     """The value of one lr holder (Parameter, per-step array or schedule cell) at ``step_index``."""
+    if isinstance(holder, PerStep):
+        # An lr list shorter than training crashes MindSpore itself; clamp anyway.
+        return holder.values[min(step_index, len(holder.values) - 1)]
     per_step = _per_step_array(holder)
     if per_step is not None:
-        # An lr list shorter than training crashes MindSpore itself; clamp anyway.
-        return float(per_step[min(step_index, len(per_step) - 1)])
+        return lr_value(per_step, step_index)
     if _is_schedule(holder):
         import mindspore as ms
 
@@ -95,9 +111,17 @@ def _is_schedule(value: Any) -> bool:
     return any(klass.__name__ == "LearningRateSchedule" for klass in type(value).__mro__)
 
 
-def _per_step_array(holder: Any) -> Any:
-    """The lr array of an ``_IteratorLearningRate`` (read host-side: no graph compile)."""
+class PerStep:
+    """The per-step lr list of an ``_IteratorLearningRate``, copied to the host."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self.values = [float(v) for v in values]
+
+
+def _per_step_array(holder: Any) -> PerStep | None:
+    """The lr list of an ``_IteratorLearningRate`` (read host-side: no graph compile), else None."""
     if type(holder).__name__ != "_IteratorLearningRate":
         return None
     array = holder.learning_rate
-    return array.asnumpy() if hasattr(array, "asnumpy") else array
+    array = array.asnumpy() if hasattr(array, "asnumpy") else array
+    return PerStep(array.reshape(-1).tolist() if hasattr(array, "reshape") else array)
