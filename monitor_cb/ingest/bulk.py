@@ -88,8 +88,13 @@ def _value_span(data: bytes, pos: int, token: bytes) -> tuple[int, int, bytes] |
     return start, end, _SENTINELS[name].encode()
 
 
-def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> Batch | None:
-    """Decode complete lines with polars under the schema ``kinds``; None when unsure."""
+def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> tuple[Batch, dict[str, str]] | None:
+    """Decode complete lines with polars; (batch, kinds used) or None when unsure.
+
+    First under the schema ``kinds`` (learned from a sample of lines); if a key outside it
+    shows up (a rare eval key, say), once more with polars inferring every key, which
+    still beats the line-by-line path several times over.
+    """
     if any(kind not in (FLOAT, BOOL, TEXT) for kind in kinds.values()):
         return None
     try:
@@ -101,17 +106,72 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> Batch |
     for key, kind in kinds.items():
         if key not in schema:
             schema[key] = {FLOAT: pl.Float64(), BOOL: pl.Boolean(), TEXT: pl.String()}[kind]
-    try:
-        frame = pl.read_ndjson(io.BytesIO(substitute_nonfinite(data)), schema=schema)
-    except Exception:  # noqa: BLE001 - any polars complaint sends the chunk to the careful path
-        return None
+    substituted = substitute_nonfinite(data)
     # Every value has its own colon, so colons >= non-null cells; equality proves that no key
     # fell outside the schema, no value was null or nested and no string held a colon.
     # (Counting one byte is memchr-fast; counting '":' would cost twice as much.)
-    cells = int(sum(frame.height - count for count in frame.null_count().row(0)))
-    if cells != data.count(b":"):
+    colons = data.count(b":")
+    frame = _read(substituted, schema)
+    used = dict(kinds)
+    if frame is None or _cells(frame) != colons:
+        frame = _read(substituted, None)
+        inferred = None if frame is None else _inferred_kinds(frame, kinds)
+        if frame is None or inferred is None or _cells(frame) != colons:
+            return None
+        frame, used = _with_reserved(frame), inferred
+    batch = _to_batch(frame, used, line_cap)
+    return None if batch is None else (batch, used)
+
+
+def _read(data: bytes, schema: dict[str, object] | None) -> object | None:
+    import polars as pl
+
+    try:
+        if schema is None:
+            return pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+        return pl.read_ndjson(io.BytesIO(data), schema=schema)
+    except Exception:  # noqa: BLE001 - any polars complaint sends the chunk to the careful path
         return None
-    return _to_batch(frame, kinds, line_cap)
+
+
+def _cells(frame: object) -> int:
+    """Non-null cells of a frame."""
+    return int(sum(frame.height - count for count in frame.null_count().row(0)))  # type: ignore[attr-defined]
+
+
+def _inferred_kinds(frame: object, known: Mapping[str, str]) -> dict[str, str] | None:
+    """Kinds from the dtypes polars inferred; None for anything the fast path should not judge."""
+    import polars as pl
+
+    kinds: dict[str, str] = {}
+    for name, dtype in frame.schema.items():  # type: ignore[attr-defined]
+        if name in ("step", "rank", "seg"):
+            if not (dtype.is_integer() or dtype == pl.Null):
+                return None
+        elif dtype == pl.Null:
+            continue
+        elif dtype.is_numeric():
+            kinds[name] = FLOAT
+        elif dtype == pl.Boolean:
+            kinds[name] = BOOL
+        elif dtype == pl.String and known.get(name) == TEXT:
+            kinds[name] = TEXT  # a string column only where the sample saw text: numbers-as-text stay careful
+        else:
+            return None
+    return kinds
+
+
+def _with_reserved(frame: object) -> object:
+    """An inferred frame with step/rank/seg/t present and typed as the explicit schema types them."""
+    import polars as pl
+
+    columns = []
+    for name, dtype in (("step", pl.Int64), ("rank", pl.Int64), ("seg", pl.Int64), ("t", pl.Float64)):
+        if name in frame.columns:  # type: ignore[attr-defined]
+            columns.append(pl.col(name).cast(dtype))
+        else:
+            columns.append(pl.lit(None, dtype).alias(name))
+    return frame.with_columns(columns)  # type: ignore[attr-defined]
 
 
 def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch | None:

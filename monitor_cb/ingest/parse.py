@@ -36,8 +36,10 @@ class ChunkParser:
         """Decode ``data`` (complete lines) read at file offset ``base_offset``."""
         if len(data) >= self.bulk_min_bytes:
             self._learn(decode_lines(_sample(data), 0, self.line_cap)[0])
-            batch = decode_bulk(data, self.kinds, self.line_cap)
-            if batch is not None:
+            decoded = decode_bulk(data, self.kinds, self.line_cap)
+            if decoded is not None:
+                batch, kinds = decoded
+                self.kinds.update(kinds)
                 self.bulk_chunks += 1
                 return adopt_legacy_time(batch), []
         records, bad = decode_lines(data, base_offset, self.line_cap)

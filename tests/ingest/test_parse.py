@@ -9,7 +9,7 @@ import pytest
 
 from monitor_cb.ingest.batch import Batch
 from monitor_cb.ingest.bulk import substitute_nonfinite
-from monitor_cb.ingest.parse import ChunkParser
+from monitor_cb.ingest.parse import ChunkParser, _sample
 from tests.ingest.helpers import legacy_line, line
 
 
@@ -76,3 +76,16 @@ def test_substitution_only_touches_values() -> None:
     out = substitute_nonfinite(data)
     assert b'"msg":"NaN is bad"' in out and b'"e":"x NaN"' in out
     assert b'"a":2.5e-323' in out and b'"d":3.5e-323' in out and b'"c":3.5e-323' in out
+
+
+def test_a_rare_key_the_sample_missed_stays_on_the_fast_path() -> None:
+    lines = collector_lines(6000).splitlines(keepends=True)
+    lines[3001] = line({"step": 2701, "seg": 1, "eval_rare": math.nan, "note": 5})  # one line, far from samples
+    data = b"".join(lines)
+    assert b"eval_rare" not in _sample(data)
+    fast, slow = ChunkParser(bulk_min_bytes=0), ChunkParser(bulk_min_bytes=1 << 40)
+    fast_batch, _ = fast.parse(data, 0)
+    slow_batch, _ = slow.parse(data, 0)
+    assert fast.bulk_chunks == 1 and "eval_rare" in fast.kinds
+    assert_same(fast_batch, slow_batch)
+    assert fast_batch.floats["eval_rare"][1].sum() == 1
