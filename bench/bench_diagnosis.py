@@ -9,7 +9,9 @@ Prints, in one run:
 * healthy runs from ``monitor_cb.samples`` (the dashboard's sample family, faults removed);
 * the time ``diagnose`` takes on a 1M-row frame.
 
-Run: ``.venv/bin/python bench/bench_diagnosis.py [--runs 12] [--healthy 30] [--rows 1000000]``
+* with ``--demo STEPS``: real MindSpore demo runs (healthy seeds and each ``--inject`` fault), diagnosed.
+
+Run: ``.venv/bin/python bench/bench_diagnosis.py [--runs 12] [--healthy 30] [--rows 1000000] [--demo 1000]``
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,12 +152,73 @@ def bench_speed(rows: int, settings: DiagnosisSettings) -> list[str]:
     ]
 
 
+DEMO_FAULTS = {  # demo --inject name -> the kind that must be flagged
+    "nan": "nan",
+    "grad_explosion": "grad_explosion",
+    "lr_break": "lr_anomaly",
+    "slow_data": "throughput_drop",
+    "overfit": "overfitting",
+}
+
+
+def bench_demo(steps: int, healthy_seeds: int, settings: DiagnosisSettings) -> list[str]:
+    """Real MindSpore demo runs (``python -m monitor_cb demo``): healthy seeds, then each fault at 60%."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from monitor_cb.ingest import RunStore
+
+    root = Path(tempfile.mkdtemp(prefix="diag-demo-"))
+    jobs = [(f"healthy-seed{seed}", None, seed) for seed in range(healthy_seeds)]
+    jobs += [(f"{fault}", fault, 0) for fault in DEMO_FAULTS]
+    onset = int(steps * 0.6)
+    lines = [f"real MindSpore demo runs ({steps} steps, a record every 2 steps, faults from step {onset:,}), {root}"]
+    for name, fault, seed in jobs:
+        argv = [sys.executable, "-m", "monitor_cb", "demo", "--steps", str(steps), "--log-interval", "2"]
+        argv += ["--logdir", str(root), "--name", name, "--seed", str(seed)]
+        if fault:
+            argv += ["--inject", f"{fault}@{onset}"]
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy(), check=False)
+        took = time.perf_counter() - started
+        if done.returncode != 0 and "finished" not in done.stdout:
+            lines.append(f"  {name:<16} demo failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        store = RunStore(root)
+        store.refresh(force=True)
+        info = store.run_info(name)
+        frame = store.frame(name)
+        found = diagnose(frame, settings, status=info.status, last_write=info.last_write)
+        alarms = [f for f in found if f.level >= 1]
+        text = "; ".join(f"{f.kind}@{f.step}({f.severity})" for f in alarms) or "no warnings or errors"
+        verdict = ""
+        if fault:
+            want = DEMO_FAULTS[fault]
+            hits = [f for f in found if f.kind == want and f.step >= onset - 40]
+            if hits:
+                rows = int(((frame["step"] > onset) & (frame["step"] <= hits[0].step)).sum())
+                verdict = f"FLAGGED {want} at step {hits[0].step:,} ({rows} logged rows after onset)"
+            else:
+                verdict = f"MISSED {want}"
+        lines.append(f"  {name:<16} {info.status:<9} {len(frame):>4} rows {took:5.1f} s  {verdict}  [{text}]")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=12, help="labelled runs per failure kind")
     parser.add_argument("--healthy", type=int, default=30, help="healthy synthetic runs")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the timing frame")
+    parser.add_argument("--demo", type=int, default=0, metavar="STEPS", help="also run real MindSpore demos")
+    parser.add_argument("--demo-healthy", type=int, default=3, help="healthy demo runs (different seeds)")
+    parser.add_argument("--only-demo", action="store_true", help="skip the synthetic parts")
     args = parser.parse_args()
+    if args.only_demo:
+        for line in bench_demo(args.demo or 1000, args.demo_healthy, DiagnosisSettings()):
+            print(line)
+        return
     settings = DiagnosisSettings()
     started = time.perf_counter()
     for line in bench_kinds(args.runs, settings):
@@ -165,6 +229,10 @@ def main() -> None:
     print()
     for line in bench_speed(args.rows, settings):
         print(line)
+    if args.demo:
+        print()
+        for line in bench_demo(args.demo, args.demo_healthy, settings):
+            print(line)
     print(f"\n(bench took {time.perf_counter() - started:.0f} s)")
 
 

@@ -49,7 +49,7 @@ def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list
     for first, last in episodes(flagged, k)[:_MAX_EPISODES]:
         best = int(best_so_far[max(first - k, 0)])
         rise = x[last] / smooth[best] - 1 if smooth[best] else float("nan")
-        train_note, train_change = _train_trend(train, e.steps[best], e.steps[last])
+        train_note, train_change = _train_trend(train, e.steps[max(last - k + 1, best)], e.steps[last])
         if train_change is not None and train_change > settings.overfit_rel:
             continue  # the train loss rose too: divergence, not overfitting (other detectors report it)
         message = (
@@ -73,12 +73,17 @@ def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list
     return findings
 
 
-def _train_trend(train, best_step: int, last_step: int) -> tuple[str, float | None]:
-    """How the train loss moved from around the best eval to now (relative change of medians)."""
+def _train_trend(train, from_step: int, last_step: int) -> tuple[str, float | None]:
+    """How the train loss moved while the eval loss was rising (from ``from_step`` to ``last_step``).
+
+    The span of the latest few evaluations, not all the way back to the best one: a run whose data
+    changed (a new dataset mixture) may have a higher train loss than at the best eval and still be
+    falling, which is what matters for overfitting.
+    """
     if train is None:
         return "train loss not logged", None
-    i0, i1 = np.searchsorted(train.steps, [best_step, last_step], side="right")
-    width = int(np.clip((i1 - i0) // 3, 5, 500))  # the last points before the best eval, and the latest ones
+    i0, i1 = np.searchsorted(train.steps, [from_step, last_step], side="right")
+    width = int(np.clip((i1 - i0) // 3, 5, 500))  # the points around the first eval of the span, and the latest
     before = train.values[max(0, i0 - width) : i0]
     after = train.values[max(i0, i1 - width) : i1]
     if before.size < 3 or after.size < 3:

@@ -51,10 +51,11 @@ class DiagnosisSettings:
     lr_warmup_min_points: int = 10  # a warmup is at least this many rising points
     lr_warmup_rise: float = 0.05  # smoothed loss this much (relative) above its pre-peak best = rising
     # throughput_drop: the median of the last ``drop_window`` points at least ``drop_frac`` below the
-    # trailing baseline for ``drop_min_points`` points in a row.
+    # trailing baseline for ``drop_min_points`` points in a row and ``drop_min_seconds`` of wall time.
     drop_frac: float = 0.3
     drop_window: int = 9
     drop_min_points: int = 5
+    drop_min_seconds: float = 1.0
     drop_data_share: float = 0.5  # data wait explaining this share of the slowdown = input pipeline
     # overfitting: the last ``overfit_evals`` evaluations all above the best by ``overfit_rel`` and
     # ``overfit_z`` eval-noise sigmas, while the train loss did not rise.
@@ -66,8 +67,8 @@ class DiagnosisSettings:
     # mean, with the same period in ``sawtooth_windows`` windows in a row. Periods up to
     # window / sawtooth_repeats points are looked for (2..4 by default); a longer window sees longer
     # periods but needs about as many points to flag them.
-    sawtooth_window: int = 18
-    sawtooth_hop: int = 3
+    sawtooth_window: int = 16
+    sawtooth_hop: int = 2
     sawtooth_power: float = 0.85
     sawtooth_amplitude: float = 0.2
     sawtooth_windows: int = 2

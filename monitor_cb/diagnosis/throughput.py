@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import Series, column, episodes, finite_series, rolling_count, run_lengths
+from monitor_cb.diagnosis._stats import Series, column, episodes, finite_series, rolling_count
 from monitor_cb.diagnosis._stats import trailing_baseline as baseline
 from monitor_cb.diagnosis.findings import Finding, fmt_num, fmt_pct, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
@@ -31,32 +31,39 @@ def rate_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
 def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
     """Stretches where most of the last ``drop_window`` points sit ``drop_frac`` below the trailing baseline.
 
-    A majority of a short window must be low for ``drop_min_points`` points in a row, so one slow
-    step (a hiccup, a checkpoint) never counts. The baseline is frozen at the onset to find where
-    the drop ends, since a trailing baseline would otherwise learn the new, lower level.
+    A majority of a short window must be low for ``drop_min_points`` points in a row and for
+    ``drop_min_seconds`` of wall time from the first low point, so one slow step (a hiccup, a
+    checkpoint) or a burst of contention lasting a fraction of a second never counts. The baseline
+    is frozen at the onset to find where the drop ends, since a trailing baseline would otherwise
+    learn the new, lower level.
     """
     s, unit = rate_series(frame)
     if s is None or len(s) < settings.min_baseline + settings.drop_window:
         return []
     x = s.values
+    t = column(frame, "t")
+    t = t[s.rows] if t is not None and np.isfinite(t[s.rows]).all() else None
     med, _ = baseline(x, settings.baseline_window, settings.min_baseline, with_sigma=False)
     with np.errstate(invalid="ignore"):
         below = x < (1 - settings.drop_frac) * med
     majority = rolling_count(below, settings.drop_window) * 2 > settings.drop_window
-    sustained = run_lengths(majority) >= settings.drop_min_points
     findings: list[Finding] = []
-    pos = 0
-    while len(findings) < _MAX_EPISODES:
-        hits = np.flatnonzero(sustained[pos:])
-        if hits.size == 0:
-            break
-        detect = pos + int(hits[0])
-        window = np.flatnonzero(below[max(0, detect - settings.drop_window - settings.drop_min_points) : detect + 1])
-        onset = max(0, detect - settings.drop_window - settings.drop_min_points) + int(window[0])
+    covered = -1  # last point of the latest reported drop
+    for first, last in episodes(majority):
+        if first <= covered or last - first + 1 < settings.drop_min_points:
+            continue
+        lookback = max(0, first - settings.drop_window)
+        onset = lookback + int(np.flatnonzero(below[lookback : first + 1])[0])
+        if t is not None:  # long enough in wall time, from the first low point?
+            enough = int(np.searchsorted(t, t[onset] + settings.drop_min_seconds))
+            if max(enough, first + settings.drop_min_points - 1) > last:
+                continue
         level = float(med[onset])
         end = _episode_end(x, onset, (1 - settings.drop_frac) * level, settings.drop_window)
         findings.append(_finding(frame, s, unit, onset, end, level, settings))
-        pos = end + 1
+        covered = end
+        if len(findings) >= _MAX_EPISODES:
+            break
     return findings
 
 

@@ -46,3 +46,10 @@ def test_no_eval_few_evals_or_no_train():
     assert detect_overfitting(f, S) == []
     found = detect_overfitting(run().drop(columns=["loss"]), S)
     assert found and "train loss not logged" in found[0].message
+
+
+def test_train_loss_jumping_then_falling_while_eval_rises_is_overfitting():
+    f = run(rise_from=1000, rise=0.05)
+    f.loc[1000:, "loss"] = np.geomspace(5.0, 1.0, 1000)  # new data memorised: high, then falling
+    (found,) = detect_overfitting(f, S)
+    assert found.details["train_change"] < 0

@@ -7,7 +7,7 @@ from monitor_cb.diagnosis.synthetic import FAILURE_KINDS, labelled_run, score
 # delay budget in logged points (the goal is 20); overfitting is judged in evaluations and
 # plateau needs plateau_points by definition, stalled in seconds of silence. A weak sawtooth can need
 # a few windows more than 20 points (see bench/bench_diagnosis.py), so it gets three windows.
-BUDGET = {"overfitting": None, "plateau": None, "stalled": None, "sawtooth": 3 * 18}
+BUDGET = {"overfitting": None, "plateau": None, "stalled": None, "sawtooth": 3 * 16}
 
 
 @pytest.mark.parametrize("kind", FAILURE_KINDS)

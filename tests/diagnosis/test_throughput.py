@@ -55,3 +55,14 @@ def test_fallbacks_and_missing_columns():
     assert detect_throughput_drop(frame(600, loss=1.0), S) == []
     assert detect_throughput_drop(frame(10, throughput=[100] * 5 + [10] * 5), S) == []  # too short
     assert detect_throughput_drop(frame(100, throughput=np.nan), S) == []
+
+
+def test_a_drop_must_last_in_wall_time_too():
+    f = timing(600, None, 1, False)
+    f["t"] = 1.76e9 + np.arange(600) * 0.016  # a record every 16 ms (a tiny model on a busy CPU)
+    f.loc[400:440, "throughput"] /= 3  # 40 slow points: 0.65 s of contention
+    assert detect_throughput_drop(f, S) == []
+    f.loc[400:480, "throughput"] /= 1  # now 80 points at 16 ms: 1.3 s
+    f.loc[441:480, "throughput"] /= 3
+    (found,) = detect_throughput_drop(f, S)
+    assert found.step == 401
