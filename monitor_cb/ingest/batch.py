@@ -48,6 +48,31 @@ class Batch:
         )
 
 
+def concat_batches(batches: list[Batch]) -> Batch:
+    """Batches of consecutive pieces of a chunk as one (keys missing in a piece: not logged there)."""
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        return Batch.empty()
+    out = Batch(
+        step=np.concatenate([b.step for b in batches]),
+        seg=np.concatenate([b.seg for b in batches]),
+        rank=np.concatenate([b.rank for b in batches]),
+        t=np.concatenate([b.t for b in batches]),
+    )
+    for attr, fill, dtype in (("floats", np.nan, np.float64), ("texts", None, object)):
+        names = dict.fromkeys(name for b in batches for name in getattr(b, attr))
+        target = getattr(out, attr)
+        for name in names:
+            values, logged = [], []
+            for b in batches:
+                got = getattr(b, attr).get(name)
+                values.append(got[0] if got is not None else np.full(len(b), fill, dtype))
+                logged.append(got[1] if got is not None else np.zeros(len(b), bool))
+            target[name] = (np.concatenate(values), np.concatenate(logged))
+    return out
+
+
 def adopt_legacy_time(batch: Batch) -> Batch:
     """The origin article's files call the time ``ts``: use it where ``t`` is absent."""
     legacy = batch.floats.pop("ts", None)

@@ -112,8 +112,10 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> tuple[B
     # (Counting one byte is memchr-fast; counting '":' would cost twice as much.)
     colons = data.count(b":")
     frame = _read(substituted, schema)
+    if frame is None:
+        return None  # a bad line or a value of another type: the caller narrows it down
     used = dict(kinds)
-    if frame is None or _cells(frame) != colons:
+    if _cells(frame) != colons:  # a key outside the schema (or a null): let polars infer them all
         frame = _read(substituted, None)
         inferred = None if frame is None else _inferred_kinds(frame, kinds)
         if frame is None or inferred is None or _cells(frame) != colons:

@@ -7,13 +7,16 @@ The two paths give the same result; the slow one also decides every doubtful chu
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
-from monitor_cb.ingest.batch import MIXED, Batch, adopt_legacy_time, records_to_batch, value_kind
+from monitor_cb.ingest.batch import MIXED, Batch, adopt_legacy_time, concat_batches, records_to_batch, value_kind
 from monitor_cb.ingest.bulk import decode_bulk
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine, decode_lines
 
 BULK_MIN_BYTES = 256 * 1024  # below this, polars' fixed cost exceeds orjson per line
+SPLIT_WAYS = 16  # a chunk polars declines is retried in this many pieces...
+SPLIT_MIN_BYTES = 64 * 1024  # ...until pieces are this small: then line by line
 _SAMPLE_POINTS = 64
 _SAMPLE_LINES = 16
 
@@ -34,17 +37,43 @@ class ChunkParser:
 
     def parse(self, data: bytes, base_offset: int) -> tuple[Batch, list[BadLine]]:
         """Decode ``data`` (complete lines) read at file offset ``base_offset``."""
-        if len(data) >= self.bulk_min_bytes:
-            self._learn(decode_lines(_sample(data), 0, self.line_cap)[0])
-            decoded = decode_bulk(data, self.kinds, self.line_cap)
-            if decoded is not None:
-                batch, kinds = decoded
-                self.kinds.update(kinds)
-                self.bulk_chunks += 1
-                return adopt_legacy_time(batch), []
-        records, bad = decode_lines(data, base_offset, self.line_cap)
+        if len(data) < self.bulk_min_bytes:
+            return self._careful(data, base_offset)
+        self._learn(decode_lines(_sample(data), 0, self.line_cap)[0])
+        batches: list[Batch] = []
+        bad: list[BadLine] = []
+        self._bulk_or_split(data, base_offset, batches, bad)
+        return adopt_legacy_time(concat_batches(batches)), bad
+
+    def _bulk_or_split(self, data: bytes, offset: int, batches: list[Batch], bad: list[BadLine]) -> None:
+        """polars on the whole; where it declines, on pieces, down to small ones read line by line.
+
+        One torn line (a crash, then a resume) thus costs a few polars calls on shrinking
+        pieces, not a line-by-line pass over a million lines.
+        """
+        decoded = decode_bulk(data, self.kinds, self.line_cap)
+        if decoded is not None:
+            batch, kinds = decoded
+            self.kinds.update(kinds)
+            self.bulk_chunks += 1
+            batches.append(batch)
+            return
+        cuts = sorted(
+            {0, len(data), *(data.find(b"\n", len(data) * i // SPLIT_WAYS) + 1 for i in range(1, SPLIT_WAYS))}
+        )
+        if len(data) <= max(SPLIT_MIN_BYTES, self.bulk_min_bytes) or len(cuts) <= 2:  # small, or one long line
+            batch, more_bad = self._careful(data, offset, adopt=False)
+            batches.append(batch)
+            bad.extend(more_bad)
+            return
+        for start, end in itertools.pairwise(cuts):
+            self._bulk_or_split(data[start:end], offset + start, batches, bad)
+
+    def _careful(self, data: bytes, offset: int, adopt: bool = True) -> tuple[Batch, list[BadLine]]:
+        records, bad = decode_lines(data, offset, self.line_cap)
         self._learn(records)
-        return adopt_legacy_time(records_to_batch(records)), bad
+        batch = records_to_batch(records)
+        return (adopt_legacy_time(batch) if adopt else batch), bad
 
     def _learn(self, records: list[dict[str, Any]]) -> None:
         kinds = self.kinds

@@ -62,12 +62,15 @@ def test_fast_path_equals_slow_path(kind: str) -> None:
         assert fast_batch.t[0] == 6.0 and "ts" not in fast_batch.floats  # ts maps to t
 
 
-def test_fast_path_declines_what_it_cannot_judge_and_slow_path_decides() -> None:
-    data = collector_lines(2000) + b'{"step":5000,"surprise":1.5,"config":{"a":1}}\n' + b"garbage\n"
-    parser = ChunkParser(bulk_min_bytes=0)
-    batch, bad = parser.parse(data, 0)
-    assert parser.bulk_chunks == 0
-    assert len(bad) == 1 and bad[0].offset == len(data) - len(b"garbage\n")
+def test_what_polars_declines_is_narrowed_down_and_decided_line_by_line() -> None:
+    good = collector_lines(4000)
+    data = good + b'{"step":5000,"surprise":1.5,"config":{"a":1}}\n' + b"garbage\n" + collector_lines(3000)
+    fast, slow = ChunkParser(bulk_min_bytes=0), ChunkParser(bulk_min_bytes=1 << 40)
+    batch, bad = fast.parse(data, 10)
+    slow_batch, slow_bad = slow.parse(data, 10)
+    assert fast.bulk_chunks >= 10  # most pieces still went through polars
+    assert bad == slow_bad and len(bad) == 1 and bad[0].offset == 10 + data.index(b"garbage")
+    assert_same(batch, slow_batch)
     assert batch.floats["surprise"][1].sum() == 1
 
 
