@@ -106,12 +106,20 @@ def full_load(path: Path, quick: bool) -> None:
     ours_store, ours_source = min(timings["store"]), min(timings["source"])
     slow = MetricsSource(path, bulk_min_bytes=1 << 62)
     ours_slow = best(slow.poll, 1)
+    torn = path.with_name("torn.jsonl")  # a crash + resume leaves one torn line mid-file
+    data = path.read_bytes()
+    middle = data.find(b"\n", len(data) // 2) + 1
+    torn.write_bytes(data[:middle] + b'{"step": 12, "lo\n' + data[middle:])
+    del data
+    ours_torn = best(lambda: MetricsSource(torn).poll(), 1)
+    torn.unlink()
     rows = [
         ("read the bytes alone", read_bytes),
         ("polars read_ndjson, explicit schema", polars_s),
         ("ours: MetricsSource.poll (polars fast path)", ours_source),
         ("ours: RunStore(...).frame(run) from cold", ours_store),
         ("ours: orjson line path forced", ours_slow),
+        ("ours: same file with one torn line mid-file", ours_torn),
     ]
     try:
         arrow_s = best(lambda: pd.read_json(path, lines=True, engine="pyarrow"), 1)
