@@ -3,9 +3,11 @@
 polars rejects both non-finite spellings (``"NaN"`` strings in a Float64 column and
 bare ``NaN`` tokens), so each is first swapped for a sentinel number that no metric
 plausibly takes (a subnormal double near 3e-323) and swapped back after parsing.
-Whatever this path cannot decode with certainty (a parse error, a key outside the
-schema, a null, a duplicate key) returns None and the caller falls back to
-:mod:`monitor_cb.ingest.lines`, so the fast path is never the only judge of a line.
+A key outside the schema learned from a sample makes polars infer the chunk's schema.
+Whatever this path cannot decode with certainty (a parse error, a null, a nested
+value, a duplicate key, a colon inside a string) returns None; the caller then tries
+smaller pieces and finally :mod:`monitor_cb.ingest.lines`, so the fast path is never
+the only judge of a doubtful line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from monitor_cb.ingest.batch import BOOL, FLOAT, MISSING_INT, TEXT, Batch
 # token -> sentinel text; the doubles these parse to are mapped back after parsing
 _SENTINELS = {"NaN": "2.5e-323", "Infinity": "3e-323", "-Infinity": "3.5e-323"}
 _SENTINEL_VALUES = {float(text): float(token) for token, text in _SENTINELS.items()}
-_RESERVED_INT = ("step", "rank", "seg")
 _WS = b" \t\r"
 
 

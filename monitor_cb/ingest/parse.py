@@ -2,7 +2,8 @@
 
 Small polls (the live case, a few lines) go through orjson line by line; large
 chunks (a first load) through polars under a schema learned from a sample of lines.
-The two paths give the same result; the slow one also decides every doubtful chunk.
+The two paths give the same result; where polars declines, smaller and smaller pieces
+are retried and the last doubtful ones are read line by line.
 """
 
 from __future__ import annotations
