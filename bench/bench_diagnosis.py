@@ -196,9 +196,11 @@ def bench_demo(steps: int, healthy_seeds: int, settings: DiagnosisSettings) -> l
         verdict = ""
         if fault:
             want = DEMO_FAULTS[fault]
-            hits = [f for f in found if f.kind == want and f.step >= onset - 40]
+            # an overfitting finding starts at the best eval (before the onset); it counts if it ends after
+            hits = [f for f in found if f.kind == want and (f.end_step or f.step) >= onset and f.step >= onset - 200]
             if hits:
-                rows = int(((frame["step"] > onset) & (frame["step"] <= hits[0].step)).sum())
+                seen = hits[0].details.get("detected_step", hits[0].step)
+                rows = int(((frame["step"] > onset) & (frame["step"] <= seen)).sum())
                 verdict = f"FLAGGED {want} at step {hits[0].step:,} ({rows} logged rows after onset)"
             else:
                 verdict = f"MISSED {want}"

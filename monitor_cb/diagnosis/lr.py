@@ -21,8 +21,10 @@ def detect_lr_anomaly(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
         return []
     findings = _zero(s, settings)
     zero_at = {f.step for f in findings}
-    findings += _frozen(s, settings)
-    findings += [f for f in _jumps(s, settings) if f.step not in zero_at]
+    jumps = [f for f in _jumps(s, settings) if f.step not in zero_at]
+    # a jump followed by a constant lr is one event: the jump's message says it
+    near_jump = {int(step) for f in jumps for step in s.steps[(s.steps >= f.step)][:3]}
+    findings += [f for f in _frozen(s, settings) if f.step not in near_jump] + jumps
     findings += _warmup_rise(frame, s, settings)
     return findings
 

@@ -51,11 +51,12 @@ class DiagnosisSettings:
     lr_warmup_min_points: int = 10  # a warmup is at least this many rising points
     lr_warmup_rise: float = 0.05  # smoothed loss this much (relative) above its pre-peak best = rising
     # throughput_drop: the median of the last ``drop_window`` points at least ``drop_frac`` below the
-    # trailing baseline for ``drop_min_points`` points in a row and ``drop_min_seconds`` of wall time.
+    # trailing baseline for ``drop_min_points`` points in a row and ``drop_min_seconds`` of wall time
+    # (a few seconds, the scale of a dashboard refresh: shorter bursts of contention are not "sustained").
     drop_frac: float = 0.3
     drop_window: int = 9
     drop_min_points: int = 5
-    drop_min_seconds: float = 1.0
+    drop_min_seconds: float = 3.0
     drop_data_share: float = 0.5  # data wait explaining this share of the slowdown = input pipeline
     # overfitting: the last ``overfit_evals`` evaluations all above the best by ``overfit_rel`` and
     # ``overfit_z`` eval-noise sigmas, while the train loss did not rise.

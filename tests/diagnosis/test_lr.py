@@ -70,3 +70,10 @@ def test_short_and_missing():
     assert detect_lr_anomaly(frame(100, loss=1.0), S) == []
     assert detect_lr_anomaly(frame(100, lr=np.nan), S) == []
     assert detect_lr_anomaly(frame(100, lr=0.0), S) == []
+
+
+def test_jump_to_a_constant_lr_is_one_finding():
+    lr = cosine(1000)
+    lr[600:] = 6e-3
+    (f,) = detect_lr_anomaly(frame(1000, lr=lr, loss=decaying_loss(1000)), S)
+    assert f.details["variant"] == "jump"

@@ -58,11 +58,11 @@ def test_fallbacks_and_missing_columns():
 
 
 def test_a_drop_must_last_in_wall_time_too():
-    f = timing(600, None, 1, False)
-    f["t"] = 1.76e9 + np.arange(600) * 0.016  # a record every 16 ms (a tiny model on a busy CPU)
-    f.loc[400:440, "throughput"] /= 3  # 40 slow points: 0.65 s of contention
+    f = timing(1000, None, 1, False)
+    f["t"] = 1.76e9 + np.arange(1000) * 0.016  # a record every 16 ms (a tiny model on a busy CPU)
+    short = int(S.drop_min_seconds / 0.016 * 0.8)  # slow points lasting 80% of drop_min_seconds
+    f.loc[400 : 400 + short, "throughput"] /= 3
     assert detect_throughput_drop(f, S) == []
-    f.loc[400:480, "throughput"] /= 1  # now 80 points at 16 ms: 1.3 s
-    f.loc[441:480, "throughput"] /= 3
+    f.loc[400 + short + 1 : 400 + 2 * short, "throughput"] /= 3  # now 160% of it
     (found,) = detect_throughput_drop(f, S)
     assert found.step == 401
