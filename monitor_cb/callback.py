@@ -43,7 +43,7 @@ class LiveMonitor(Callback):
         ``epoch``; ``loss`` and, for dict/named tuple outputs, ``loss_<name>``;
         ``lr`` (the rate used at that step; ``lr_group<i>`` for other parameter groups);
         ``throughput`` (samples/s over the interval) and ``tokens_per_s`` (when a sequence
-        length is given or the inputs are 2-D integer token ids); ``samples`` (seen so far);
+        length is given or the inputs are 2-D integer token ids); ``samples`` (step x batch size);
         ``step_time`` (seconds per step over the interval, eval time excluded; the first
         interval includes graph compilation); ``data_time`` (seconds per step spent
         between one step's end and the next step's begin); ``grad_norm``, ``loss_scale``,
@@ -155,10 +155,9 @@ class LiveMonitor(Callback):
         self._optimizer = find_optimizer(cb)
         self._read_lr = lr_reader(self._optimizer)
         self._cur_base = int(cb.get("cur_step_num") or 0)
-        self._step = self._logged_step = self._interval_step = global_step(self._optimizer) or 0
-        self._step_base = self._step
+        self._step = self._interval_step = self._step_base = global_step(self._optimizer) or 0
+        self._next_log = (self._step // self.log_interval + 1) * self.log_interval
         self._batch, self._seq = self.batch_size, self.seq_length
-        self._samples = 0
         self._data_wait = self._eval_time = 0.0
         self._eval_start = None
         self._interval_t0 = self._last_end = time.perf_counter()
@@ -203,20 +202,18 @@ class LiveMonitor(Callback):
 
     def _step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
-        step = self._step_base + int(cb.get("cur_step_num") or 0) - self._cur_base
-        steps_done = max(step - self._step, 1)  # sink mode: one callback covers several steps
-        self._step, self._epoch = step, cb.get("cur_epoch_num")
-        if self._batch is None:
-            self._learn_shapes(cb)
-        self._samples += (self._batch or 0) * steps_done
-        due = step // self.log_interval > self._logged_step // self.log_interval
+        # Sink mode: one callback may cover several steps; cur_step_num jumps.
+        self._step = step = self._step_base + (cb.get("cur_step_num") or 0) - self._cur_base
+        due = step >= self._next_log
         if not (due or self._watch_every_step):
             self._last_end = time.perf_counter()
             return  # reading the outputs would wait for the device: only on logged steps
+        if due:
+            self._next_log = (step // self.log_interval + 1) * self.log_interval
         metrics = self._parse(cb.get("net_outputs"))
         verdict = self.guard.check(step, metrics.get("loss"), metrics.get("grad_norm"))
         if (due or verdict.record) and self.writer is not None:
-            self._log_step(step, metrics)
+            self._log_step(step, metrics, cb)
         if verdict.warning:
             self._warn(f"guard-{verdict.kind}-{verdict.stop}", verdict.warning)
         if verdict.stop:
@@ -240,10 +237,13 @@ class LiveMonitor(Callback):
             )
         return metrics
 
-    def _log_step(self, step: int, metrics: Metrics) -> None:
+    def _log_step(self, step: int, metrics: Metrics, cb: Any) -> None:
         now = time.perf_counter()
         steps = max(step - self._interval_step, 1)
         elapsed = max(now - self._interval_t0 - self._eval_time, 1e-9)
+        if self._batch is None:
+            self._learn_shapes(cb)
+        self._epoch = cb.get("cur_epoch_num")
         record: Metrics = {"epoch": self._epoch, **metrics}
         if "lr" not in record:
             record.update(self._read_lr())
@@ -251,13 +251,13 @@ class LiveMonitor(Callback):
         record["data_time"] = self._data_wait / steps
         if self._batch:
             record["throughput"] = self._batch * steps / elapsed
-            record["samples"] = self._samples
+            record["samples"] = self._batch * step  # steps count from the optimizer's first, across resumes
             if self._seq:
                 record["tokens_per_s"] = record["throughput"] * self._seq
         for read in self._memory:
             record.update(read())
         self.writer.log_dict(record, step=step)
-        self._logged_step = self._interval_step = step
+        self._interval_step = step
         self._interval_t0, self._data_wait, self._eval_time = now, 0.0, 0.0
 
     def _learn_shapes(self, cb: Any) -> None:
@@ -280,7 +280,7 @@ class LiveMonitor(Callback):
             self._eval_start = None
         metrics = eval_metrics(cb.get("eval_results"))
         if metrics and self.writer is not None:
-            self.writer.log_dict({"epoch": self._epoch, **metrics}, step=self._step)
+            self.writer.log_dict({"epoch": cb.get("cur_epoch_num", self._epoch), **metrics}, step=self._step)
         self._last_end = time.perf_counter()  # evaluation time is not data-loading time
 
     def _stop(self, run_context: Any, step: int, reason: str | None) -> None:
