@@ -54,12 +54,16 @@ def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> 
             continue
         lookback = max(0, first - settings.drop_window)
         onset = lookback + int(np.flatnonzero(below[lookback : first + 1])[0])
-        if t is not None:  # long enough in wall time, from the first low point?
-            enough = int(np.searchsorted(t, t[onset] + settings.drop_min_seconds))
-            if max(enough, first + settings.drop_min_points - 1) > last:
-                continue
         level = float(med[onset])
-        end = _episode_end(x, onset, (1 - settings.drop_frac) * level, settings.drop_window)
+        threshold = (1 - settings.drop_frac) * level
+        # long enough, judged against the level before the onset (the trailing baseline would learn the
+        # new level within about half a baseline window, sooner than drop_min_seconds on fast loggers)
+        need = onset + settings.drop_window // 2 + settings.drop_min_points
+        if t is not None:
+            need = max(need, int(np.searchsorted(t, t[onset] + settings.drop_min_seconds)) + 1)
+        if need > len(x) or _episode_end(x[:need], onset, threshold, settings.drop_window) < need - 1:
+            continue
+        end = _episode_end(x, onset, threshold, settings.drop_window)
         findings.append(_finding(frame, s, unit, onset, end, level, settings))
         covered = end
         if len(findings) >= _MAX_EPISODES:
