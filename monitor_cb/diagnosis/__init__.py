@@ -7,26 +7,38 @@ findings = diagnose(store.frame(run_id), load_settings(root), status=info.status
 ```
 
 Each detector is ``detect_xxx(frame, settings) -> list[Finding]`` (``stalled`` also takes the run's
-status and the time); none imports Streamlit or MindSpore.
+status and the time); none imports Streamlit or MindSpore. Names load lazily, so the CLI's
+``diagnose`` command module (imported to build the parser) does not pull in pandas.
 """
 
-from monitor_cb.diagnosis.engine import SERIES_DETECTORS, diagnose
-from monitor_cb.diagnosis.findings import KINDS, SEVERITIES, Finding, severity_rank, sort_findings, worst_severity
-from monitor_cb.diagnosis.lr import detect_lr_anomaly
-from monitor_cb.diagnosis.nonfinite import detect_nan
-from monitor_cb.diagnosis.overfit import detect_overfitting
-from monitor_cb.diagnosis.periodic import detect_sawtooth
-from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
-from monitor_cb.diagnosis.settings import (
-    DiagnosisSettings,
-    load_settings,
-    load_settings_checked,
-    save_settings,
-    settings_path,
-)
-from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
-from monitor_cb.diagnosis.throughput import detect_throughput_drop
+from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "SERIES_DETECTORS": "engine",
+    "diagnose": "engine",
+    "KINDS": "findings",
+    "SEVERITIES": "findings",
+    "Finding": "findings",
+    "severity_rank": "findings",
+    "sort_findings": "findings",
+    "worst_severity": "findings",
+    "detect_lr_anomaly": "lr",
+    "detect_nan": "nonfinite",
+    "detect_overfitting": "overfit",
+    "detect_sawtooth": "periodic",
+    "detect_plateau": "progress",
+    "detect_stalled": "progress",
+    "DiagnosisSettings": "settings",
+    "load_settings": "settings",
+    "load_settings_checked": "settings",
+    "save_settings": "settings",
+    "settings_path": "settings",
+    "detect_grad_explosion": "spikes",
+    "detect_loss_spike": "spikes",
+    "detect_throughput_drop": "throughput",
+}
 __all__ = [
     "KINDS",
     "SERIES_DETECTORS",
@@ -51,3 +63,39 @@ __all__ = [
     "sort_findings",
     "worst_severity",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from monitor_cb.diagnosis.engine import SERIES_DETECTORS, diagnose
+    from monitor_cb.diagnosis.findings import (
+        KINDS,
+        SEVERITIES,
+        Finding,
+        severity_rank,
+        sort_findings,
+        worst_severity,
+    )
+    from monitor_cb.diagnosis.lr import detect_lr_anomaly
+    from monitor_cb.diagnosis.nonfinite import detect_nan
+    from monitor_cb.diagnosis.overfit import detect_overfitting
+    from monitor_cb.diagnosis.periodic import detect_sawtooth
+    from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
+    from monitor_cb.diagnosis.settings import (
+        DiagnosisSettings,
+        load_settings,
+        load_settings_checked,
+        save_settings,
+        settings_path,
+    )
+    from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
+    from monitor_cb.diagnosis.throughput import detect_throughput_drop
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'monitor_cb.diagnosis' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"monitor_cb.diagnosis.{module}"), name)
+    globals()[name] = value
+    return value
