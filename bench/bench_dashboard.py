@@ -108,7 +108,9 @@ def _fragment_script() -> None:
     from pages import _shared, live_page
 
     store = _shared.get_store(os.environ["MONITOR_LOGDIR"])
-    live_page._live_body(store, "big", view.ChartSettings(), frozenset(r.id for r in store.list_runs()))
+    runs = frozenset(r.id for r in store.list_runs())
+    columns = frozenset(store.frame("big").columns)
+    live_page._live_body(store, "big", view.ChartSettings(), runs, columns)
 
 
 def _proto_bytes(at: Any) -> int:

@@ -82,6 +82,11 @@ def demo_state(root: Path) -> DemoState | None:
     return DemoState(pid, name, log, started, _alive(pid))
 
 
+def demo_command(root: Path, name: str, steps: int) -> list[str]:
+    """The collector's demo training, writing the run ``root/name``."""
+    return [sys.executable, "-m", "monitor_cb", "demo", "--logdir", str(root), "--name", name, "--steps", str(steps)]
+
+
 def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
     """Start the demo training in the background unless one is already running on ``root``."""
     with _LOCK:
@@ -94,18 +99,7 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
         log = hidden / "demo.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "monitor_cb",
-                    "demo",
-                    "--logdir",
-                    str(root),
-                    "--name",
-                    name,
-                    "--steps",
-                    str(steps),
-                ],
+                demo_command(root, name, steps),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

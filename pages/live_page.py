@@ -45,7 +45,8 @@ def live_page() -> None:
         st.stop()
     frame = read_frame(store, selection.run.id)
     settings = chart_controls(frame, selection.run.id)
-    live_fragment(store, selection.run.id, settings, selection.refresh_s, frozenset(r.id for r in runs))
+    columns = frozenset(frame.columns) if frame is not None else frozenset()
+    live_fragment(store, selection.run.id, settings, selection.refresh_s, frozenset(r.id for r in runs), columns)
 
 
 # ----------------------------------------------------------------------------- settings
@@ -61,19 +62,20 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
     """The row of chart controls above the charts; they need the run's columns to offer choices."""
     from monitor_cb.analysis.series import available_x, metric_columns
 
-    columns = list(frame.columns) if frame is not None else ["step"]
     metrics = metric_columns(frame) if frame is not None else []
     xs = [x for x in X_LABELS if frame is None or x in available_x(frame)] or ["step"]
-    panels = view.panels_for(columns)
-    panel_titles = {p.key: p.title for p in panels}
+    # Every chart is offered even before its metrics exist, so a choice made while a run has no
+    # records yet (or before its first eval) still holds when they arrive.
+    panel_titles = {p.key: p.title for p in view.PANELS}
     _reset_zoom_on_run_change(run_id)
 
     c1, c2, c3, c4 = st.columns([3, 2, 1, 4], vertical_alignment="bottom")
     smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
-    defaults = [k for k in view.DEFAULT_PANELS if k in panel_titles]
-    shown = c4.multiselect("Charts", list(panel_titles), default=defaults, format_func=panel_titles.get, key="panels")
+    shown = c4.multiselect(
+        "Charts", list(panel_titles), default=list(view.DEFAULT_PANELS), format_func=panel_titles.get, key="panels"
+    )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
         custom_left = a1.multiselect("Custom chart: left axis", metrics, default=_first(metrics, "loss"), key="left")
@@ -160,13 +162,24 @@ class LiveData:
 
 
 def live_fragment(
-    store: Any, run_id: str, settings: view.ChartSettings, refresh_s: float | None, known: frozenset[str]
+    store: Any,
+    run_id: str,
+    settings: view.ChartSettings,
+    refresh_s: float | None,
+    known: frozenset[str],
+    columns: frozenset[str] = frozenset(),
 ) -> None:
-    """Draw the live part now and, when a refresh interval is set, again every ``refresh_s`` seconds."""
-    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known)
+    """Draw the live part now and, when a refresh interval is set, again every ``refresh_s`` seconds.
+
+    ``known`` (run ids) and ``columns`` (the run's metrics) are what the sidebar and the controls
+    were built from; when either changes, the whole page reruns so they offer the new choices.
+    """
+    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known, columns)
 
 
-def _live_body(store: Any, run_id: str, settings: view.ChartSettings, known: frozenset[str]) -> None:
+def _live_body(
+    store: Any, run_id: str, settings: view.ChartSettings, known: frozenset[str], columns: frozenset[str]
+) -> None:
     runs = {r.id: r for r in store.list_runs()}
     if set(runs) != set(known):
         st.rerun(scope="app")  # a run appeared or vanished: the sidebar must show it
@@ -175,6 +188,8 @@ def _live_body(store: Any, run_id: str, settings: view.ChartSettings, known: fro
     if run is None or frame is None:
         st.error(f"The run `{view.escape_code(run_id)}` disappeared from the log root (deleted or moved).")
         return
+    if frozenset(frame.columns) != columns:
+        st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     zoom_event, legend_event = chart_events()
     if _apply_events(frame, settings, zoom_event, legend_event):
         st.rerun(scope="app")  # redraw the step inputs with the new zoom

@@ -88,6 +88,16 @@ def test_run_without_records(log_root: Path) -> None:
         assert_ok(at)
         assert "no records yet" in texts(at)
         assert not charts(at)
+        # the first records arrive: the default charts appear (the choice made while empty holds)
+        for step in range(1, 21):
+            writer.log(step=step, loss=1.0 / step, lr=1e-3, throughput=10.0, grad_norm=1.0)
+        assert writer.flush()
+        at.run()
+        assert_ok(at)
+        assert [fig["layout"]["title"]["text"] for fig in charts(at)][:2] == [
+            "Loss and learning rate",
+            "Throughput and gradient norm",
+        ]
     finally:
         writer.close()
 
