@@ -12,12 +12,12 @@ if TYPE_CHECKING:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """RUN plus ``--root`` (default ``$MONITOR_CB_LOGDIR`` or ``./logs``)."""
+    """RUN plus ``--root`` (default ``$MONITOR_LOGDIR`` or ``./logs``)."""
     parser.add_argument("run", metavar="RUN", help="run id under the root (e.g. bert/exp001) or a run directory")
     parser.add_argument(
         "--root",
         default=None,
-        help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)",
+        help="log root holding the runs (default: $MONITOR_LOGDIR, else ./logs)",
     )
 
 

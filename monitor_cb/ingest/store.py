@@ -29,13 +29,13 @@ from monitor_cb.record import rank_from_filename
 if TYPE_CHECKING:
     import pandas as pd
 
-ENV_ROOT = "MONITOR_CB_LOGDIR"
+ENV_ROOT = "MONITOR_LOGDIR"
 DEFAULT_ROOT = "logs"
 _META_CAP = 1 << 20
 
 
 def default_root() -> Path:
-    """The log root: ``$MONITOR_CB_LOGDIR``, else ``./logs``."""
+    """The log root: ``$MONITOR_LOGDIR``, else ``./logs``."""
     return Path(os.environ.get(ENV_ROOT) or DEFAULT_ROOT)
 
 

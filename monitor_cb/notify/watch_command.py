@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default=None,
         metavar="LOGROOT",
-        help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)",
+        help="log root holding the runs (default: $MONITOR_LOGDIR, else ./logs)",
     )
     parser.add_argument(
         "--config",
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "no channels configured (--config FILE, $%s, --exec or --webhook): alerts are only logged", ENV_CONFIG
         )
     if not root.is_dir():
-        print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_CB_LOGDIR", file=sys.stderr)
+        print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_LOGDIR", file=sys.stderr)
         return 2
     from monitor_cb.notify.watcher import Watcher
 
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _default_root() -> Path:
-    return Path(os.environ.get("MONITOR_CB_LOGDIR") or "logs")
+    return Path(os.environ.get("MONITOR_LOGDIR") or "logs")
 
 
 def _close_timeout(config: object) -> float:

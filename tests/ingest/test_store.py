@@ -162,7 +162,7 @@ def test_threads_share_one_read_and_lose_nothing(tmp_path: Path) -> None:
 
 def test_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_run(tmp_path / "envrun")
-    monkeypatch.setenv("MONITOR_CB_LOGDIR", str(tmp_path))
+    monkeypatch.setenv("MONITOR_LOGDIR", str(tmp_path))
     assert [info.id for info in RunStore().list_runs()] == ["envrun"]
     assert json.loads((tmp_path / "envrun" / "metrics.meta.json").read_text())["status"] == "finished"
     assert os.path.isdir(RunStore().root)

@@ -253,7 +253,7 @@ def test_run_id_for_matches_the_store(tmp_path: Path, monkeypatch):
     root = tmp_path / "logs"
     write_run(root, "bert/exp1", range(1, 5), status="finished")
     assert [info.id for info in RunStore(root).list_runs()] == [run_id_for(root / "bert" / "exp1", root)]
-    monkeypatch.setenv("MONITOR_CB_LOGDIR", str(root))
+    monkeypatch.setenv("MONITOR_LOGDIR", str(root))
     assert run_id_for(root / "bert" / "exp1") == "bert/exp1"
     assert run_id_for(tmp_path / "elsewhere" / "exp9") == "exp9"
 
