@@ -1,4 +1,5 @@
-"""Find runs under a log root: directories holding ``*.jsonl`` metrics files.
+"""Find runs under a log root: directories holding ``*.jsonl`` metrics files, or TensorBoard
+event files (directly or in ``rank_<id>`` subdirectories, as MindFormers writes them).
 
 Hidden entries are skipped, and so is anything that resolves outside the root
 (a symlink pointing elsewhere, a name with ``..``): the reader never leaves it.
@@ -12,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from monitor_cb.importers.tensorboard import is_tensorboard_run
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import METRICS_SUFFIX
 
@@ -24,7 +26,8 @@ class RunDir:
 
     id: str  # path relative to the root, POSIX; "." when the root itself is the run
     path: Path
-    files: tuple[Path, ...]  # its metrics files, sorted
+    files: tuple[Path, ...]  # its metrics files, sorted (none for a TensorBoard run)
+    kind: str = "jsonl"  # or "tensorboard"
 
 
 def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, RunDir]:
@@ -41,9 +44,12 @@ def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, R
             continue
         seen.add(real)
         files, subdirs = _scan(directory, root)
+        run_id = "/".join(parts) or "."
         if files:
-            run_id = "/".join(parts) or "."
             runs[run_id] = RunDir(run_id, directory, tuple(sorted(files)))
+        elif is_tensorboard_run(directory):
+            runs[run_id] = RunDir(run_id, directory, (), kind="tensorboard")
+            continue  # its subdirectories are ranks and add_scalars series, not runs
         if len(parts) < max_depth:
             stack.extend((sub, (*parts, sub.name)) for sub in subdirs)
     return runs

@@ -27,52 +27,26 @@ MAX_BAD_KEPT = 1000  # bad lines remembered with their offsets; all are counted
 _RECENT = 64  # records that define the usual interval
 
 
-class MetricsSource:
-    """A metrics file read incrementally into a :class:`RankTable`.
+class TableSource:
+    """What the store needs of a source: a rank table behind a lock, bad-line counts, activity.
 
-    Args:
-        path: the metrics file.
-        rank: its rank (from the file name).
-        root: never read it if it resolves outside this directory.
-        line_cap: longer lines are skipped as bad.
-        bulk_min_bytes: chunks this large go through polars.
+    :class:`MetricsSource` fills it from a JSONL file; :mod:`monitor_cb.ingest.tensorboard_source`
+    from TensorBoard event files.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        rank: int = 0,
-        root: Path | None = None,
-        line_cap: int = DEFAULT_LINE_CAP,
-        bulk_min_bytes: int = BULK_MIN_BYTES,
-    ) -> None:
-        self.path = path
+    path: Path
+    meta_path: Path
+
+    def __init__(self, rank: int) -> None:
         self.lock = threading.RLock()
-        self.tail = FileTail(path, root, line_cap)
-        self.parser = ChunkParser(line_cap, bulk_min_bytes)
         self.table = RankTable(rank)
         self.bad_count = 0
         self.bad_lines: list[BadLine] = []
         self.last_poll = 0.0
-        self.meta_path = meta_path_for(path)
         self._interval: tuple[int, float | None] = (-1, None)
 
-    def poll(self) -> int:
-        """Read what is new; returns the number of records taken (0 when idle)."""
-        with self.lock:
-            taken = 0
-            for item in self.tail.poll():
-                if isinstance(item, Chunk):
-                    if item.reset:
-                        self._reset()
-                    if item.data:
-                        batch, bad = self.parser.parse(item.data, item.offset)
-                        taken += self.table.append(batch)
-                        self._count_bad(bad)
-                else:
-                    self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
-            self.last_poll = time.time()
-            return taken
+    def poll(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def frame(self, all_segments: bool = False) -> pd.DataFrame:
         with self.lock:
@@ -95,14 +69,57 @@ class MetricsSource:
                 self._interval = (version, usual_interval(self.table.times(_RECENT)))
             return self._interval[1]
 
-    def _reset(self) -> None:
-        self.table.clear()
-        self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)
-        self.bad_count = 0
-        self.bad_lines = []
-
     def _count_bad(self, bad: list[BadLine]) -> None:
         self.bad_count += len(bad)
         room = MAX_BAD_KEPT - len(self.bad_lines)
         if room > 0:
             self.bad_lines.extend(bad[:room])
+
+
+class MetricsSource(TableSource):
+    """A metrics file read incrementally into a :class:`RankTable`.
+
+    Args:
+        path: the metrics file.
+        rank: its rank (from the file name).
+        root: never read it if it resolves outside this directory.
+        line_cap: longer lines are skipped as bad.
+        bulk_min_bytes: chunks this large go through polars.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        rank: int = 0,
+        root: Path | None = None,
+        line_cap: int = DEFAULT_LINE_CAP,
+        bulk_min_bytes: int = BULK_MIN_BYTES,
+    ) -> None:
+        super().__init__(rank)
+        self.path = path
+        self.tail = FileTail(path, root, line_cap)
+        self.parser = ChunkParser(line_cap, bulk_min_bytes)
+        self.meta_path = meta_path_for(path)
+
+    def poll(self) -> int:
+        """Read what is new; returns the number of records taken (0 when idle)."""
+        with self.lock:
+            taken = 0
+            for item in self.tail.poll():
+                if isinstance(item, Chunk):
+                    if item.reset:
+                        self._reset()
+                    if item.data:
+                        batch, bad = self.parser.parse(item.data, item.offset)
+                        taken += self.table.append(batch)
+                        self._count_bad(bad)
+                else:
+                    self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
+            self.last_poll = time.time()
+            return taken
+
+    def _reset(self) -> None:
+        self.table.clear()
+        self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)
+        self.bad_count = 0
+        self.bad_lines = []

@@ -22,8 +22,9 @@ from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.safepath import is_within
-from monitor_cb.ingest.source import MetricsSource
+from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
+from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
 from monitor_cb.record import rank_from_filename
 
 if TYPE_CHECKING:
@@ -62,10 +63,11 @@ class _Run:
 
     def __init__(self, run_dir: RunDir) -> None:
         self.dir = run_dir
-        self.sources: dict[Path, MetricsSource] = {}
+        self.sources: dict[Path, TableSource] = {}
         self.lock = threading.Lock()
         self.merged: dict[tuple[Any, ...], _Snapshot] = {}
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
+        self.tensorboard: TensorBoardGroup | None = None
 
 
 class RunStore:
@@ -118,7 +120,12 @@ class RunStore:
             for run_id, run_dir in found.items():
                 run = self._runs.get(run_id) or _Run(run_dir)
                 run.dir = run_dir
-                run.sources = {path: run.sources.get(path) or self._source(path) for path in run_dir.files}
+                if run_dir.kind == "tensorboard":
+                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path)
+                    run.tensorboard.poll()  # ranks appear as their event files are read
+                    run.sources = {s.path: s for s in run.tensorboard.sources.values()}
+                else:
+                    run.sources = {path: run.sources.get(path) or self._source(path) for path in run_dir.files}
                 runs[run_id] = run
             self._runs = runs
 
@@ -159,7 +166,10 @@ class RunStore:
         """RunInfo, reused while nothing changed (for at most a second while the run may still change status)."""
         sources = list(run.sources.values())
         now = self.clock()
-        metas = [self._read_meta(source.meta_path) for source in sources]
+        if run.tensorboard is not None:
+            metas = [run.tensorboard.meta for _ in sources]
+        else:
+            metas = [self._read_meta(source.meta_path) for source in sources]
         key = tuple(
             (id(s), s.table.version, s.bad_count, s.tail.mtime, s.tail.pending, id(m))
             for s, m in zip(sources, metas, strict=True)

@@ -1,0 +1,58 @@
+"""MindFormers TensorBoard directories and article-style JSONL files show up as runs in the store."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor_cb.ingest import RunStore
+from tests.importers.tb_helpers import loss_at, mindformers_step, write_run
+
+pytest.importorskip("tensorboard")
+
+
+def test_event_directory_is_one_run_with_its_ranks(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    writers = write_run(root / "mf" / "tensorboard", ranks=(0, 1), steps=range(1, 6))
+    store = RunStore(root, rescan_interval_s=0)
+    (info,) = store.list_runs()
+    assert info.id == "mf/tensorboard" and info.ranks == (0, 1) and info.n_records == 10
+    assert (info.first_step, info.last_step) == (1, 5)
+    frame = store.frame(info.id, rank=1)
+    assert list(frame["step"]) == [1, 2, 3, 4, 5]
+    assert math.isnan(frame.loc[frame["step"] == 3, "loss"].item()), "NaN kept, not dropped"
+    assert store.logged_mask(info.id, "loss", rank=1)[2], "the NaN was logged"
+    assert frame.loc[frame["step"] == 2, "loss"].item() == pytest.approx(loss_at(2, 1))
+    assert frame["step_time"].iloc[0] == pytest.approx(0.25)  # iteration-time is in ms
+    assert np.allclose(frame["grad_norm"], [1.5, 2.5, 3.5, 4.5, 5.5])
+
+    for rank, writer in writers.items():  # training goes on: the next poll brings only the new steps
+        for step in (6, 7):
+            mindformers_step(writer, step, loss_at(step, rank))
+        writer.sync()
+    frame = store.frame(info.id, rank=0)
+    assert list(frame["step"]) == [1, 2, 3, 4, 5, 6, 7]
+    assert store.run_info(info.id).n_records == 14
+    for writer in writers.values():
+        writer.close()
+
+
+def test_article_jsonl_with_bare_nan_is_a_run(tmp_path: Path) -> None:
+    run = tmp_path / "logs" / "article" / "exp1"
+    run.mkdir(parents=True)
+    lines = [
+        json.dumps({"step": s, "loss": v, "lr": 1e-3, "throughput": 100.0, "ts": 1.7e9 + s})
+        for s, v in [(20, 2.0), (40, float("nan")), (60, float("inf"))]
+    ]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert "NaN" in (run / "metrics.jsonl").read_text()  # a bare token, as json.dumps writes it
+    store = RunStore(tmp_path / "logs")
+    (info,) = store.list_runs()
+    frame = store.frame(info.id)
+    assert info.id == "article/exp1" and list(frame["step"]) == [20, 40, 60]
+    assert math.isnan(frame["loss"].iloc[1]) and frame["loss"].iloc[2] == math.inf
+    assert frame["t"].iloc[0] == 1.7e9 + 20
