@@ -20,6 +20,7 @@ _LAZY = {
     "LiveMonitor": "monitor_cb.callback",
     "TrainOneStepWithGradNorm": "monitor_cb.cells",
     "global_grad_norm": "monitor_cb.cells",
+    "lr_metrics": "monitor_cb.lr",  # no MindSpore import itself; lazy to keep `import monitor_cb` minimal
 }
 
 __all__ = [
@@ -29,11 +30,13 @@ __all__ = [
     "MonitorWarning",
     "TrainOneStepWithGradNorm",
     "global_grad_norm",
+    "lr_metrics",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.callback import LiveMonitor
     from monitor_cb.cells import TrainOneStepWithGradNorm, global_grad_norm
+    from monitor_cb.lr import lr_metrics
 
 
 def __getattr__(name: str) -> Any:

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from monitor_cb import MetricsWriter, global_grad_norm
-from monitor_cb.lr import lr_metrics
+from monitor_cb import MetricsWriter, global_grad_norm, lr_metrics
 from tests.collector.ms_helpers import Net, batches, ce, read_meta, read_records
 
 pytestmark = pytest.mark.mindspore
