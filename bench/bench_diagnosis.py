@@ -56,7 +56,7 @@ def bench_kinds(runs: int, settings: DiagnosisSettings) -> list[str]:
             med = f"{statistics.median(delays):.0f} s" if delays else "-"
             mx = f"{max(delays):.0f} s" if delays else "-"
             within = "n/a"
-            notes.append("delay = seconds of silence (intervals 0.05-0.6 s; floor 120 s)")
+            notes.append("delay = seconds of silence: max(120 s, 20 x usual interval, 1.5 x p99 gap)")
         else:
             med = f"{statistics.median(delays):.0f}" if delays else "-"
             mx = f"{max(delays):.0f}" if delays else "-"
