@@ -82,7 +82,17 @@ def _by_rank(frame: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame]]:
     unique = pd.unique(ranks[~pd.isna(ranks)]) if ranks.dtype == object else np.unique(ranks)
     if len(unique) <= 1:
         return [(None, frame)]
-    return [(int(r), frame[ranks == r].reset_index(drop=True)) for r in sorted(unique)]
+    return [(int(r), _logged_by_rank(frame[ranks == r].reset_index(drop=True))) for r in sorted(unique)]
+
+
+def _logged_by_rank(part: pd.DataFrame) -> pd.DataFrame:
+    """One rank's rows without the columns it never logged (all NaN there: other ranks' metrics).
+
+    Some metrics come from one rank only (eval on rank 0, a loss reduced to rank 0); in the merged
+    frame they are NaN on every other rank's rows, which is "not logged", not a NaN to report.
+    """
+    empty = [c for c in part.columns if c not in ("step", "t", "rank", "seg") and part[c].isna().all()]
+    return part.drop(columns=empty) if empty else part
 
 
 def _safely(kind: str, detector: Detector, frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:

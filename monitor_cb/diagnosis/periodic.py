@@ -27,7 +27,8 @@ def detect_sawtooth(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
     w = settings.sawtooth_window
     if s is None or len(s) < w or max_period(w, settings.sawtooth_repeats) < 2:
         return []
-    starts = np.arange(len(s) - w, -1, -settings.sawtooth_hop)[::-1]  # the last window ends at the last point
+    hop = settings.sawtooth_hop
+    starts = np.arange((len(s) - w) % hop, len(s) - w + 1, hop)  # the last window ends at the last point
     r2, swing, period = _periodic_fit(s.values, starts, w, settings.sawtooth_repeats)
     flagged = (r2 >= settings.sawtooth_power) & (swing >= settings.sawtooth_amplitude)
     persistent = np.zeros_like(flagged)
@@ -70,19 +71,38 @@ def _timing_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
 
 
 def _periodic_fit(x: np.ndarray, starts: np.ndarray, w: int, repeats: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per window: the best R^2 of a periodic profile, its peak-to-peak swing over the mean, and the period."""
+    """Per window: the best R^2 of a periodic profile, its peak-to-peak swing over the mean, and the period.
+
+    ``starts`` is an arithmetic progression, so every per-window sum is a strided slice of a
+    cumulative sum (no gathers).
+    """
     centre = float(np.median(x))
     y = x - centre  # centred so the sums keep their precision
-    best_r2 = np.zeros(starts.size)
-    best_swing = np.zeros(starts.size)
-    best_p = np.zeros(starts.size, dtype=np.int64)
+    m = starts.size
+    at = _slicer(int(starts[0]), int(starts[1] - starts[0]) if m > 1 else 1, m)
+    best_r2 = np.zeros(m)
+    best_swing = np.zeros(m)
+    best_p = np.zeros(m, dtype=np.int64)
     c1 = np.concatenate(([0.0], np.cumsum(y)))
     c2 = np.concatenate(([0.0], np.cumsum(y * y)))
     for p in range(2, max_period(w, repeats) + 1):
         reps = w // p
-        r2, swing = _profile(y, c1, c2, starts, p, reps)
+        length = reps * p
+        s1 = at(c1, length) - at(c1, 0)
+        mean = s1 / length
+        total = at(c2, length) - at(c2, 0) - s1 * mean
+        strided = np.concatenate((np.zeros(p), _strided_cumsum(y, p)))  # strided[i + p] sums y[i], y[i-p], ...
+        between = np.zeros(m)
+        hi = np.full(m, -np.inf)
+        lo = np.full(m, np.inf)
+        for phase in range(p):
+            phase_mean = (at(strided, phase + length) - at(strided, phase)) / reps - mean
+            between += phase_mean * phase_mean
+            np.maximum(hi, phase_mean, out=hi)
+            np.minimum(lo, phase_mean, out=lo)
         with np.errstate(divide="ignore", invalid="ignore"):
-            swing = swing / np.abs((c1[starts + reps * p] - c1[starts]) / (reps * p) + centre)
+            r2 = np.where(total > 0, between * reps / total, 0.0)
+            swing = (hi - lo) / np.abs(mean + centre)
         better = r2 > best_r2 + _PREFER_SHORTER  # a multiple of the period fits at least as well
         best_r2 = np.where(better, r2, best_r2)
         best_swing = np.where(better, swing, best_swing)
@@ -90,35 +110,19 @@ def _periodic_fit(x: np.ndarray, starts: np.ndarray, w: int, repeats: int) -> tu
     return best_r2, np.nan_to_num(best_swing), best_p
 
 
+def _slicer(first: int, hop: int, count: int):
+    """``at(a, offset)`` = ``a[first + offset + hop * k]`` for k < count, as a view."""
+
+    def at(a: np.ndarray, offset: int) -> np.ndarray:
+        start = first + offset
+        return a[start : start + hop * (count - 1) + 1 : hop]
+
+    return at
+
+
 def max_period(window: int, repeats: int) -> int:
     """The longest period a window can show ``repeats`` times."""
     return window // repeats
-
-
-def _profile(
-    y: np.ndarray, c1: np.ndarray, c2: np.ndarray, starts: np.ndarray, p: int, reps: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """For windows of ``reps * p`` points from ``starts``: R^2 of the per-phase means and their range.
-
-    ``c1``, ``c2`` are the cumulative sums of ``y`` and ``y**2`` with a leading 0.
-    """
-    length = reps * p
-    s1 = c1[starts + length] - c1[starts]
-    total = c2[starts + length] - c2[starts] - s1 * s1 / length
-    strided = _strided_cumsum(y, p)
-    between = -s1 * s1 / length
-    hi = np.full(starts.size, -np.inf)
-    lo = np.full(starts.size, np.inf)
-    for phase in range(p):
-        last = starts + phase + (reps - 1) * p
-        first = starts + phase - p
-        phase_sum = strided[last] - np.where(first >= 0, strided[np.maximum(first, 0)], 0.0)
-        between += phase_sum * phase_sum / reps
-        hi = np.maximum(hi, phase_sum / reps)
-        lo = np.minimum(lo, phase_sum / reps)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = np.where(total > 0, between / total, 0.0)
-    return r2, hi - lo
 
 
 def _strided_cumsum(y: np.ndarray, p: int) -> np.ndarray:

@@ -78,3 +78,11 @@ def test_a_failing_detector_is_skipped_with_a_warning(monkeypatch):
 def test_healthy_synthetic_runs_are_quiet():
     for seed in (3, 4, 5):
         assert [f for f in diagnose(healthy_run(seed), status="finished") if f.level >= 1] == []
+
+
+def test_a_metric_only_one_rank_logs_is_not_a_nan_on_the_others():
+    a = frame(300, loss=decaying_loss(300), throughput=100.0)
+    b = frame(300, loss=np.nan, throughput=100.0)  # rank 1 does not log the loss
+    b["rank"] = 1
+    merged = pd.concat([a, b]).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
+    assert diagnose(merged) == []
