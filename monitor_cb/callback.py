@@ -1,7 +1,7 @@
 """``LiveMonitor``: a MindSpore callback that streams training metrics to JSONL.
 
 The callback is a thin adapter: each hook calls one helper; parsing lives in
-:mod:`monitor_cb.extract` and :mod:`monitor_cb.lr`, the NaN policy in
+:mod:`monitor_cb.extract` and :mod:`monitor_cb.lr`, interval timing in :mod:`monitor_cb.timing`, the NaN policy in
 :mod:`monitor_cb.guard`, and all I/O in :class:`monitor_cb.writer.MetricsWriter`.
 """
 
@@ -23,6 +23,7 @@ from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_c
 from monitor_cb.guard import NanGuard
 from monitor_cb.lr import find_optimizer, global_step, lr_reader
 from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
+from monitor_cb.timing import IntervalClock
 from monitor_cb.writer import MetricsWriter, MonitorWarning
 
 
@@ -116,20 +117,20 @@ class LiveMonitor(Callback):
         self.writer: MetricsWriter | None = None
         self._warned: set[str] = set()
         self.stop_reason: str | None = None
-        self._data_wait, self._last_end = 0.0, time.perf_counter()
+        self._clock = IntervalClock(self.log_interval, 0, time.perf_counter())
 
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, run_context: Any) -> None:
         self._safely("begin", self._begin, run_context.original_args())
 
     def on_train_step_begin(self, run_context: Any) -> None:
-        self._data_wait += time.perf_counter() - self._last_end
+        self._clock.step_begin(time.perf_counter())
 
     def on_train_step_end(self, run_context: Any) -> None:
         self._safely("step", self._step_end, run_context)
 
     def on_eval_begin(self, run_context: Any) -> None:
-        self._eval_start = time.perf_counter()
+        self._clock.eval_begin(time.perf_counter())
 
     def on_eval_end(self, run_context: Any) -> None:
         self._safely("eval", self._eval_end, run_context.original_args())
@@ -155,12 +156,9 @@ class LiveMonitor(Callback):
         self._optimizer = find_optimizer(cb)
         self._read_lr = lr_reader(self._optimizer)
         self._cur_base = int(cb.get("cur_step_num") or 0)
-        self._step = self._interval_step = self._step_base = global_step(self._optimizer) or 0
-        self._next_log = (self._step // self.log_interval + 1) * self.log_interval
+        self._step_base = global_step(self._optimizer) or 0
+        self._clock = IntervalClock(self.log_interval, self._step_base, time.perf_counter())
         self._batch, self._seq = self.batch_size, self.seq_length
-        self._data_wait = self._eval_time = 0.0
-        self._eval_start = None
-        self._interval_t0 = self._last_end = time.perf_counter()
         self._epoch = None
         self._memory = [device_memory_reader(), host_memory_reader()] if self.log_memory else []
         rank, world_size, device_id = rank_info()
@@ -186,7 +184,7 @@ class LiveMonitor(Callback):
             "epochs": epochs,
             "steps_per_epoch": per_epoch,
             "total_steps": epochs * per_epoch if epochs and per_epoch else None,
-            "first_step": self._step + 1,
+            "first_step": self._step_base + 1,
             "log_interval": self.log_interval,
             "dataset_sink_mode": bool(cb.get("dataset_sink_mode")),
             "train_cell": type(network).__name__,
@@ -203,13 +201,11 @@ class LiveMonitor(Callback):
     def _step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
         # Sink mode: one callback may cover several steps; cur_step_num jumps.
-        self._step = step = self._step_base + (cb.get("cur_step_num") or 0) - self._cur_base
-        due = step >= self._next_log
+        step = self._step_base + (cb.get("cur_step_num") or 0) - self._cur_base
+        due = self._clock.step_end(step)
         if not (due or self._watch_every_step):
-            self._last_end = time.perf_counter()
+            self._clock.last_end = time.perf_counter()
             return  # reading the outputs would wait for the device: only on logged steps
-        if due:
-            self._next_log = (step // self.log_interval + 1) * self.log_interval
         metrics = self._parse(cb.get("net_outputs"))
         verdict = self.guard.check(step, metrics.get("loss"), metrics.get("grad_norm"))
         if (due or verdict.record) and self.writer is not None:
@@ -218,7 +214,7 @@ class LiveMonitor(Callback):
             self._warn(f"guard-{verdict.kind}-{verdict.stop}", verdict.warning)
         if verdict.stop:
             self._stop(run_context, step, verdict.reason)
-        self._last_end = time.perf_counter()
+        self._clock.last_end = time.perf_counter()
 
     def _parse(self, outputs: Any) -> Metrics:
         try:
@@ -239,26 +235,16 @@ class LiveMonitor(Callback):
 
     def _log_step(self, step: int, metrics: Metrics, cb: Any) -> None:
         now = time.perf_counter()
-        steps = max(step - self._interval_step, 1)
-        elapsed = max(now - self._interval_t0 - self._eval_time, 1e-9)
         if self._batch is None:
             self._learn_shapes(cb)
         self._epoch = cb.get("cur_epoch_num")
         record: Metrics = {"epoch": self._epoch, **metrics}
         if "lr" not in record:
             record.update(self._read_lr())
-        record["step_time"] = elapsed / steps
-        record["data_time"] = self._data_wait / steps
-        if self._batch:
-            record["throughput"] = self._batch * steps / elapsed
-            record["samples"] = self._batch * step  # steps count from the optimizer's first, across resumes
-            if self._seq:
-                record["tokens_per_s"] = record["throughput"] * self._seq
+        record.update(self._clock.take(step, now, self._batch, self._seq))
         for read in self._memory:
             record.update(read())
         self.writer.log_dict(record, step=step)
-        self._interval_step = step
-        self._interval_t0, self._data_wait, self._eval_time = now, 0.0, 0.0
 
     def _learn_shapes(self, cb: Any) -> None:
         element = cb.get("train_dataset_element")
@@ -275,13 +261,10 @@ class LiveMonitor(Callback):
             self.writer.update_meta(batch_size=self._batch or None, seq_length=self._seq)
 
     def _eval_end(self, cb: Any) -> None:
-        if self._eval_start is not None:
-            self._eval_time += time.perf_counter() - self._eval_start
-            self._eval_start = None
         metrics = eval_metrics(cb.get("eval_results"))
         if metrics and self.writer is not None:
-            self.writer.log_dict({"epoch": cb.get("cur_epoch_num", self._epoch), **metrics}, step=self._step)
-        self._last_end = time.perf_counter()  # evaluation time is not data-loading time
+            self.writer.log_dict({"epoch": cb.get("cur_epoch_num", self._epoch), **metrics}, step=self._clock.step)
+        self._clock.eval_end(time.perf_counter())
 
     def _stop(self, run_context: Any, step: int, reason: str | None) -> None:
         self.stop_reason = reason
