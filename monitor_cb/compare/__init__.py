@@ -1,0 +1,12 @@
+"""Comparing runs and replaying one: plain logic for the compare and replay pages (no Streamlit).
+
+Modules:
+    align: x alignment across runs (step, samples seen, wall time, time since start), a common
+        downsampling grid and interval-aware smoothing, so runs logged at different intervals compare.
+    overlay: one ``go.Figure`` per metric overlaying runs, each run a stable colour and legend group.
+    summary: the NaN-aware summary table.
+    configdiff: hyperparameters that differ between runs.
+    export: CSV / Parquet bytes of the selected runs (every row, NaN kept).
+    upload: an uploaded JSONL buffer checked and parsed in memory.
+    replay: the replay cursor, the "jump to" list and the window around a notable step.
+"""

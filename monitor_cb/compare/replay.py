@@ -1,0 +1,209 @@
+"""Replay one run: the cursor that grows the charts, and the "jump to" list of notable steps.
+
+The list holds the first NaN/±inf of the loss and the gradient norm, the biggest loss spikes (ratio to
+the median of the preceding logged values) and every diagnosis finding. Choosing one opens a window of
+±50 logged steps around it, drawn at full resolution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor_cb.analysis.series import first_nonfinite, float_values, logged_rows
+
+WINDOW = 50  # logged steps each side of a notable step
+SPIKE_BASELINE = 20  # preceding logged values whose median a spike is measured against
+SPIKE_MIN_RATIO = 2.0
+PLAY_TICKS = 100  # a replay at full speed takes about this many refreshes
+
+
+@dataclass(frozen=True)
+class Notable:
+    """A step worth a look."""
+
+    step: int
+    kind: str  # "nan", "spike", or a diagnosis kind
+    label: str  # plain text (the page escapes it)
+    severity: str = "info"
+
+
+def unique_steps(frame: pd.DataFrame) -> np.ndarray:
+    """The run's distinct steps, sorted."""
+    return np.unique(frame["step"].to_numpy()) if len(frame) else np.empty(0, dtype=np.int64)
+
+
+def rows_until(frame: pd.DataFrame, step: int) -> slice:
+    """Rows up to and including ``step`` (frames are sorted by step): the run as it was then."""
+    return slice(0, int(np.searchsorted(frame["step"].to_numpy(), step, side="right")))
+
+
+def window_rows(frame: pd.DataFrame, step: int, half: int = WINDOW) -> slice:
+    """Rows of the ``half`` logged steps before ``step``, the step itself and the ``half`` after it."""
+    steps = unique_steps(frame)
+    if steps.size == 0:
+        return slice(0, 0)
+    i = int(np.clip(np.searchsorted(steps, step), 0, steps.size - 1))
+    lo, hi = steps[max(i - half, 0)], steps[min(i + half, steps.size - 1)]
+    column = frame["step"].to_numpy()
+    return slice(int(np.searchsorted(column, lo, side="left")), int(np.searchsorted(column, hi, side="right")))
+
+
+def next_cursor(steps: np.ndarray, cursor: int, ticks: int = PLAY_TICKS) -> int:
+    """The step a play tick moves to: about ``1/ticks`` of the run further, at least one logged step."""
+    if steps.size == 0:
+        return cursor
+    i = int(np.searchsorted(steps, cursor, side="right"))
+    stride = max(steps.size // max(ticks, 1), 1)
+    return int(steps[min(i + stride - 1, steps.size - 1)])
+
+
+def loss_spikes(
+    frame: pd.DataFrame, logged: Mapping[str, np.ndarray] | None, top: int = 5, column: str = "loss"
+) -> list[tuple[int, float]]:
+    """``(step, ratio)`` of the ``top`` biggest finite values of ``column`` relative to the median of the
+    :data:`SPIKE_BASELINE` logged values before them (ratio at least :data:`SPIKE_MIN_RATIO`), biggest
+    first, at least :data:`WINDOW` steps apart."""
+    if column not in frame.columns or len(frame) < SPIKE_BASELINE + 1:
+        return []
+    values = float_values(frame[column])
+    keep = logged_rows(frame, column, logged) & np.isfinite(values)
+    y, steps = values[keep], frame["step"].to_numpy()[keep]
+    if y.size <= SPIKE_BASELINE:
+        return []
+    baseline = pd.Series(y).shift(1).rolling(SPIKE_BASELINE, min_periods=SPIKE_BASELINE).median().to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(baseline > 0, y / baseline, np.nan)
+    candidates = np.flatnonzero(np.isfinite(ratio) & (ratio >= SPIKE_MIN_RATIO))
+    chosen: list[tuple[int, float]] = []
+    for i in candidates[np.argsort(-ratio[candidates], kind="stable")]:
+        if all(abs(int(steps[i]) - s) > WINDOW for s, _ in chosen):
+            chosen.append((int(steps[i]), float(ratio[i])))
+        if len(chosen) >= top:
+            break
+    return chosen
+
+
+def confirmed(findings: Sequence[Any], frame: pd.DataFrame, logged: Mapping[str, np.ndarray] | None) -> list[Any]:
+    """Diagnosis findings minus "nan" ones the logged masks contradict.
+
+    ``diagnose`` reads a gap (a column no longer logged) as a NaN; a "nan" finding is kept only when
+    its column really was logged as NaN/±inf at that step.
+    """
+    kept = []
+    for finding in findings:
+        if getattr(finding, "kind", None) == "nan":
+            column = (getattr(finding, "details", None) or {}).get("column", "loss")
+            first = first_nonfinite(frame, column, logged) if column in frame.columns else None
+            if first is None:
+                continue
+        kept.append(finding)
+    return kept
+
+
+def notable_steps(
+    frame: pd.DataFrame,
+    logged: Mapping[str, np.ndarray] | None = None,
+    findings: Sequence[Any] = (),
+    spikes: int = 5,
+) -> list[Notable]:
+    """The "jump to" list, sorted by step: first non-finite values, biggest loss spikes, diagnosis findings."""
+    out: list[Notable] = []
+    for column in ("loss", "grad_norm"):
+        first = first_nonfinite(frame, column, logged) if column in frame.columns else None
+        if first is not None:
+            out.append(Notable(first[0], "nan", f"first non-finite {column}", "error"))
+    for step, ratio in loss_spikes(frame, logged, spikes):
+        out.append(Notable(step, "spike", f"loss spike ×{ratio:.1f} over the recent median", "warning"))
+    for finding in confirmed(findings, frame, logged):
+        where = f" (rank {finding.rank})" if getattr(finding, "rank", None) is not None else ""
+        out.append(
+            Notable(int(finding.step), finding.kind, f"{finding.kind}{where}: {finding.message}", finding.severity)
+        )
+    return sorted(out, key=lambda n: (n.step, n.kind))
+
+
+def notable_label(item: Notable) -> str:
+    """One line for the picker: ``step 1,234 · first non-finite loss``."""
+    text = item.label if len(item.label) <= 140 else item.label[:139] + "…"
+    return f"step {item.step:,} · {text}"
+
+
+# ----------------------------------------------------------------------------- figures
+REPLAY_PANELS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("Loss and learning rate", ("loss",), ("lr",)),
+    ("Throughput and gradient norm", ("throughput",), ("grad_norm",)),
+)
+
+
+def step_range(frame: pd.DataFrame) -> tuple[int, int] | None:
+    """The run's first and last step (the fixed x range while the replay grows)."""
+    if len(frame) == 0:
+        return None
+    steps = frame["step"].to_numpy()
+    return int(steps.min()), int(steps.max())
+
+
+def replay_figures(
+    frame: pd.DataFrame,
+    logged: Mapping[str, np.ndarray] | None,
+    rows: slice,
+    *,
+    smoothing: float = 0.6,
+    x_range: tuple[Any, Any] | None = None,
+    marker: Notable | None = None,
+    n_out: int = 1000,
+    uirevision: Any = "replay",
+) -> list[Any]:
+    """The replay's charts of ``rows`` (the run so far, or a window at full resolution).
+
+    ``x_range`` fixes the axis (the whole run while it grows); ``marker`` draws a line at a notable step.
+    """
+    from monitor_cb.charts.figures import dual_axis_figure, eval_figure
+    from monitor_cb.view import compact_figure
+
+    masks = dict(logged) if logged else None
+    figures = []
+    for title, left, right in REPLAY_PANELS:
+        if not any(m in frame.columns for m in (*left, *right)):
+            continue
+        figures.append(
+            dual_axis_figure(
+                frame,
+                "step",
+                left,
+                right,
+                smoothing,
+                False,
+                None,
+                x_range,
+                uirevision,
+                logged=masks,
+                rows=rows,
+                n_out=n_out,
+                title=title,
+                height=320,
+            )
+        )
+    if any(str(c).startswith("eval_") for c in frame.columns):
+        fig = eval_figure(
+            frame,
+            "step",
+            smoothing=smoothing,
+            x_range=x_range,
+            uirevision=uirevision,
+            logged=masks,
+            rows=rows,
+            n_out=n_out,
+        )
+        fig.update_layout(title="Eval metrics against train loss", height=320)
+        figures.append(fig)
+    for fig in figures:
+        if marker is not None:
+            fig.add_vline(x=marker.step, line={"color": "#d62728", "width": 1, "dash": "dash"})
+        compact_figure(fig)
+    return figures

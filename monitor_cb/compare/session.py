@@ -1,0 +1,135 @@
+"""What one compare-page refresh computes, without Streamlit (the benchmark times :func:`build_view`).
+
+``load_run`` reads a run from a ``RunStore`` into :class:`~monitor_cb.compare.overlay.RunData`;
+``build_view`` makes the overlay (or side-by-side) figures and the summary; ``report_html`` the HTML
+report of the same view.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from monitor_cb.compare.configdiff import config_diff, run_config
+from monitor_cb.compare.overlay import (
+    Alignment,
+    CompareSettings,
+    RunData,
+    align_runs,
+    overlay_figures,
+    side_by_side_figures,
+)
+from monitor_cb.compare.summary import summary_table
+
+_ALWAYS_LOGGED = ("step", "rank", "seg")
+
+
+def load_run(store: Any, info: Any) -> RunData | None:
+    """A run's frame and "was logged" masks from the store; None when its files vanished."""
+    try:
+        frame = store.frame(info.id)
+        logged = {}
+        for column in frame.columns:
+            if column not in _ALWAYS_LOGGED:
+                try:
+                    logged[column] = np.asarray(store.logged_mask(info.id, column), dtype=bool)
+                except (KeyError, ValueError):
+                    continue
+    except (FileNotFoundError, KeyError):
+        return None
+    return RunData(info.id, str(info.name or info.id), frame, logged, dict(info.meta or {}), info.status)
+
+
+def run_key(run: RunData) -> tuple[Any, ...]:
+    """What a run's figures depend on: equal keys mean nothing new was logged."""
+    frame = run.frame
+    last = tuple(float(frame[c].iloc[-1]) for c in ("step", "t") if len(frame) and c in frame.columns)
+    return (run.id, len(frame), tuple(frame.columns), last, run.status)
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """Everything one refresh of the compare page shows."""
+
+    figures: dict[str, go.Figure]  # overlay: metric -> figure
+    side: dict[str, list[go.Figure]]  # side by side: run id -> its panels
+    aligned: Alignment
+    summary: pd.DataFrame
+    x_bounds: tuple[Any, Any] | None = None
+    key: tuple[Any, ...] = field(default=(), compare=False)
+
+
+def x_bounds(aligned: Alignment) -> tuple[Any, Any] | None:
+    """The union x range of the aligned runs in their own units (ints for steps, datetimes for wall time)."""
+    lows, highs = [], []
+    for a in aligned.x.values():
+        values = a.numeric()
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            lows.append(finite.min())
+            highs.append(finite.max())
+    if not lows:
+        return None
+    lo, hi = float(min(lows)), float(max(highs))
+    if aligned.is_datetime:
+        return (pd.Timestamp(int(lo)).floor("us").to_pydatetime(), pd.Timestamp(int(hi)).ceil("us").to_pydatetime())
+    if aligned.kind == "step":
+        return (math.floor(lo), math.ceil(hi))
+    return (lo, hi)
+
+
+def build_view(
+    runs: Sequence[RunData],
+    settings: CompareSettings,
+    side_by_side: bool = False,
+    eval_metric: str | None = None,
+    now: float | None = None,
+) -> CompareView:
+    """The figures (overlay, or each run's panels side by side) and the summary table."""
+    now = time.time() if now is None else now
+    uirevision = f"{settings.alignment}|{','.join(r.id for r in runs)}"
+    side: dict[str, list[go.Figure]] = {}
+    if side_by_side:
+        aligned = align_runs(runs, settings.alignment)
+        for run in runs:
+            if run.id in aligned.x:
+                side[run.id] = side_by_side_figures(run, settings, aligned.x[run.id], uirevision)
+        figures: dict[str, go.Figure] = {}
+    else:
+        figures, aligned = overlay_figures(runs, settings, uirevision)
+    return CompareView(figures, side, aligned, summary_table(runs, eval_metric, now), x_bounds(aligned))
+
+
+def diff_table(runs: Sequence[RunData], all_keys: bool = False) -> pd.DataFrame:
+    """The config diff of the runs (columns titled with the run labels)."""
+    return config_diff({r.id: run_config(r.meta) for r in runs}, [r.label for r in runs], all_keys)
+
+
+def report_html(runs: Sequence[RunData], settings: CompareSettings, all_keys: bool = False) -> str:
+    """The self-contained HTML report of this comparison (overlay charts, summary, config diff)."""
+    from monitor_cb.report import build_report
+
+    view = build_view(runs, settings, side_by_side=False)
+    notes = [
+        f"Runs: {', '.join(r.label for r in runs)}",
+        f"Aligned by {settings.alignment}; smoothing {settings.smoothing:g}; log y: {settings.log_y}.",
+    ]
+    if view.aligned.skipped:
+        notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {', '.join(view.aligned.skipped)}")
+    title = f"Comparison of {len(runs)} runs"
+    return build_report(
+        title,
+        list(view.figures.values()),
+        view.summary,
+        diff_table(runs, all_keys),
+        notes,
+        dt.datetime.now(dt.timezone.utc),
+    )

@@ -1,0 +1,398 @@
+"""The compare page: several runs overlaid (one chart per metric) or side by side, a summary, a config diff.
+
+Flow: ``sidebar()`` picks the runs (a name filter, ``*``/``?`` patterns allowed) and the refresh
+interval -> ``controls()`` reads metric, alignment, smoothing and mode -> a fragment
+(``st.fragment(run_every=...)``, only while a picked run is still training) re-reads the runs and
+draws charts and summary -> the config diff and the downloads (CSV, Parquet, HTML report).
+
+The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay``. A legend
+click hides a run in every chart; a drag in a chart (or the x-range slider) sets one x range that
+every chart shows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from monitor_cb import view
+from monitor_cb.compare import runfilter
+from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
+from monitor_cb.compare.overlay import DEFAULT_POINTS, CompareSettings, RunData, hidden_runs, metric_options
+from monitor_cb.compare.session import CompareView, build_view, diff_table, load_run, report_html, run_key
+from monitor_cb.compare.summary import default_eval_metric
+from pages import _shared
+from pages._zoom import CHART_KEY_PREFIX, chart_events
+
+Q_RUNS, Q_METRIC, Q_ALIGN, Q_SMOOTH, Q_MODE = "runs", "metric", "align", "smooth", "mode"
+K_FILTER, K_RUNS, K_METRICS, K_ALIGN, K_SMOOTH, K_MODE = (
+    "cmp_filter",
+    "cmp_runs",
+    "cmp_metrics",
+    "cmp_align",
+    "cmp_smooth",
+    "cmp_mode",
+)
+K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
+    "cmp_log_y",
+    "cmp_points",
+    "cmp_x_range",
+    "cmp_hidden",
+    "cmp_all_keys",
+    "cmp_eval",
+)
+K_CACHE = "cmp_view_cache"
+MODES = {"overlay": "Overlay", "side": "Side by side"}
+POINTS = (500, 1000, 2000, 4000)
+SIDE_COLUMNS = 3  # panels per row in side-by-side mode
+CHART_PREFIX = CHART_KEY_PREFIX + "cmp_"
+PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
+
+
+def compare_page() -> None:
+    """The page function given to ``st.Page``."""
+    root = _shared.log_root()
+    store = _shared.get_store(str(root))
+    runs = _shared.list_runs(store)
+    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.title("Compare runs")
+    if not runs:
+        st.info("No runs under the log root yet. Start a training with LiveMonitor, or open the Live page for samples.")
+        st.stop()
+    chosen = run_multipicker(runs)
+    refresh = _shared.refresh_control()
+    if not chosen:
+        st.info("Pick the runs to compare in the sidebar (two or more).")
+        st.stop()
+    data = [d for d in (load_run(store, info) for info in chosen) if d is not None]
+    if not data:
+        st.error("The picked runs disappeared from the log root (deleted or moved).")
+        st.stop()
+    settings, side_by_side, eval_metric = controls(data)
+    live = any(info.status in view.ACTIVE_STATUSES for info in chosen)
+    ids = tuple(info.id for info in chosen)
+    st.fragment(run_every=refresh if live else None)(_charts_body)(store, ids, settings, side_by_side, eval_metric)
+    show_config_diff(data)
+    show_downloads(store, ids, settings)
+
+
+# ----------------------------------------------------------------------------- sidebar
+def run_multipicker(runs: list[Any]) -> list[Any]:
+    """Sidebar: a filter (words, or a ``*``/``?`` pattern) and a multi-select of runs kept in ``?runs=``."""
+    now = time.time()
+    text = st.sidebar.text_input(
+        "Filter runs", key=K_FILTER, placeholder="lr1e-3, run0*…", help="Words to match, or a pattern with * and ?"
+    )
+    by_id = {r.id: r for r in runs}
+    shown = runfilter.filter_runs(runs, text)
+    if K_RUNS not in st.session_state:
+        wanted = [rid for rid in st.query_params.get_all(Q_RUNS) if rid in by_id]
+        missing = [rid for rid in st.query_params.get_all(Q_RUNS) if rid not in by_id]
+        if missing:
+            st.warning(
+                "Not under the log root any more: " + ", ".join(f"`{view.escape_code(m)}`" for m in missing[:10])
+            )
+        st.session_state[K_RUNS] = wanted or [r.id for r in runs[:2]]
+    picked = [rid for rid in st.session_state[K_RUNS] if rid in by_id]
+    # The options are the matching runs plus the ones already picked, so filtering never drops a choice.
+    options = list(dict.fromkeys([*picked, *(r.id for r in shown)]))
+    st.session_state[K_RUNS] = picked
+    st.sidebar.multiselect(
+        f"Runs ({len(shown)} of {len(runs)} match)",
+        options,
+        key=K_RUNS,
+        format_func=lambda rid: view.run_label(by_id[rid], now),
+    )
+    chosen = [by_id[rid] for rid in st.session_state[K_RUNS] if rid in by_id]
+    _set_query(Q_RUNS, [r.id for r in chosen])
+    return chosen
+
+
+def _set_query(name: str, value: str | list[str]) -> None:
+    current = st.query_params.get_all(name)
+    wanted = value if isinstance(value, list) else [value]
+    if current != wanted:
+        st.query_params[name] = value
+
+
+# ----------------------------------------------------------------------------- controls
+def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None]:
+    """The row of controls above the charts; their values come from (and go back to) the URL."""
+    metrics = metric_options(data)
+    _init_from_query(metrics)
+    c1, c2, c3, c4, c5 = st.columns([4, 3, 2, 1, 2], vertical_alignment="bottom")
+    chosen = c1.multiselect("Metrics (one chart each)", metrics, key=K_METRICS)
+    alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
+    smoothing = c3.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
+    log_y = c4.toggle("Log y", key=K_LOG)
+    mode = c5.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
+    _set_query(Q_METRIC, list(chosen))
+    _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
+    _set_query(Q_SMOOTH, f"{float(smoothing):g}")
+    _set_query(Q_MODE, mode or "overlay")
+    with st.expander("Points, eval metric and x range"):
+        e1, e2 = st.columns(2)
+        points = e1.selectbox(
+            "Points per chart",
+            POINTS,
+            index=POINTS.index(DEFAULT_POINTS),
+            key=K_POINTS,
+            help="Grid bins shared by every run; each keeps its lowest and highest value, so spikes survive.",
+        )
+        evals = [m for m in metrics if m.startswith("eval_")]
+        default_eval = default_eval_metric(evals)
+        eval_metric = (
+            e2.selectbox(
+                "Best eval metric (summary)",
+                evals,
+                index=evals.index(default_eval) if default_eval else 0,
+                key=K_EVAL,
+                help="Lower is better for *loss* (and error, perplexity); higher for accuracy-like metrics.",
+            )
+            if evals
+            else None
+        )
+    if st.session_state.get("cmp_range_alignment") != alignment:
+        st.session_state["cmp_range_alignment"] = alignment
+        st.session_state[K_RANGE] = None  # an x range in steps means nothing on a time axis
+    settings = CompareSettings(
+        metrics=tuple(chosen),
+        alignment=alignment or DEFAULT_ALIGNMENT,
+        smoothing=float(smoothing),
+        log_y=bool(log_y),
+        n_points=int(points or DEFAULT_POINTS),
+        x_range=st.session_state.get(K_RANGE),
+        hidden=frozenset(st.session_state.get(K_HIDDEN, ())),
+    )
+    return settings, mode == "side", eval_metric
+
+
+def _init_from_query(metrics: list[str]) -> None:
+    """First visit: widget values from the URL (checked), else defaults."""
+    state = st.session_state
+    if K_METRICS not in state:
+        wanted = [m for m in st.query_params.get_all(Q_METRIC) if m in metrics]
+        default = [m for m in ("loss", default_eval_metric(metrics)) if m in metrics]
+        state[K_METRICS] = wanted or default or metrics[:1]
+    else:  # a metric no picked run has any more is dropped, not an error
+        state[K_METRICS] = [m for m in state[K_METRICS] if m in metrics]
+    if K_ALIGN not in state:
+        align = st.query_params.get(Q_ALIGN)
+        state[K_ALIGN] = align if align in ALIGNMENTS else DEFAULT_ALIGNMENT
+    if K_SMOOTH not in state:
+        state[K_SMOOTH] = _smoothing(st.query_params.get(Q_SMOOTH))
+    if K_MODE not in state:
+        mode = st.query_params.get(Q_MODE)
+        state[K_MODE] = mode if mode in MODES else "overlay"
+
+
+def _smoothing(text: str | None) -> float:
+    try:
+        value = float(text) if text is not None else 0.6
+    except ValueError:
+        return 0.6
+    return round(min(max(value, 0.0), 0.99), 2) if math.isfinite(value) else 0.6
+
+
+# ----------------------------------------------------------------------------- the live part
+def _charts_body(
+    store: Any, ids: tuple[str, ...], settings: CompareSettings, side_by_side: bool, eval_metric: str | None
+) -> None:
+    infos = {r.id: r for r in store.list_runs()}
+    gone = [rid for rid in ids if rid not in infos]
+    if gone:
+        st.warning("Gone from the log root: " + ", ".join(f"`{view.escape_code(g)}`" for g in gone))
+    data = [d for d in (load_run(store, infos[rid]) for rid in ids if rid in infos) if d is not None]
+    if not data:
+        st.error("None of the picked runs can be read.")
+        return
+    if _apply_events(data) or st.session_state.get(K_RANGE) != settings.x_range:
+        st.rerun(scope="app")  # the controls and every chart must show the new range / hidden runs
+    result = _cached_view(data, settings, side_by_side, eval_metric)
+    range_control(result)
+    show_charts(result, data, settings, side_by_side)
+    st.subheader("Summary")
+    st.dataframe(
+        result.summary,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "duration (s)": st.column_config.NumberColumn(format="%.0f"),
+            "mean throughput": st.column_config.NumberColumn(format="%.4g"),
+        },
+        key="cmp_summary",
+    )
+
+
+def _cached_view(
+    data: Sequence[RunData], settings: CompareSettings, side_by_side: bool, eval_metric: str | None
+) -> CompareView:
+    """The view, rebuilt only when a run logged something new or a setting changed."""
+    key = (tuple(run_key(d) for d in data), repr(settings), side_by_side, eval_metric)
+    cache = st.session_state.setdefault(K_CACHE, {})
+    if cache.get("key") != key:
+        cache.update(key=key, view=build_view(data, settings, side_by_side, eval_metric))
+    return cache["view"]
+
+
+def _apply_events(data: Sequence[RunData]) -> bool:
+    """Legend clicks (hide a run everywhere) and drags (one x range for all charts); True when changed."""
+    zoom, legend = chart_events(key="cmp_chart_events")
+    changed = False
+    if isinstance(legend, dict) and isinstance(legend.get("hidden"), list):
+        names = [h for h in legend["hidden"] if isinstance(h, str) and len(h) <= 300][:200]
+        hidden = sorted(hidden_runs(data, names))
+        if hidden != sorted(st.session_state.get(K_HIDDEN, [])):
+            st.session_state[K_HIDDEN] = hidden
+            changed = True
+    if isinstance(zoom, dict) and str(zoom.get("chart", "")).startswith(CHART_PREFIX):
+        new = _event_range(zoom)
+        if new != st.session_state.get(K_RANGE):
+            st.session_state[K_RANGE] = new
+            changed = True
+    return changed
+
+
+def _event_range(event: dict[str, Any]) -> tuple[Any, Any] | None:
+    if event.get("reset"):
+        return None
+    is_datetime = st.session_state.get(K_ALIGN) == "wall"
+    a = view.parse_x_value(event.get("x0"), is_datetime)
+    b = view.parse_x_value(event.get("x1"), is_datetime)
+    if a is None or b is None:
+        return st.session_state.get(K_RANGE)
+    lo, hi = min(a, b), max(a, b)
+    if is_datetime:
+        return (_datetime(lo), _datetime(hi))
+    return (lo, hi)
+
+
+def _datetime(ns: float) -> dt.datetime:
+    return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=ns / 1000)
+
+
+def range_control(result: CompareView) -> None:
+    """The linked x range: one slider for every chart (a drag in a chart moves it too)."""
+    bounds = result.x_bounds
+    if bounds is None or bounds[0] == bounds[1]:
+        return
+    lo, hi = bounds
+    current = st.session_state.get(K_RANGE) or (lo, hi)
+    value = (_clamp(current[0], lo, hi), _clamp(current[1], lo, hi))
+    if isinstance(lo, int):
+        value = (int(value[0]), int(value[1]))
+    slider_key = f"cmp_range_slider_{result.aligned.kind}"
+    st.session_state[slider_key] = value  # the shared range is the truth; a drag may have moved it
+    r1, r2 = st.columns([8, 1], vertical_alignment="bottom")
+    r1.slider(
+        f"X range ({result.aligned.title}), shared by every chart",
+        min_value=lo,
+        max_value=hi,
+        key=slider_key,
+        on_change=_range_moved,
+        args=(slider_key, lo, hi),
+    )
+    r2.button("Reset", key="cmp_range_reset", on_click=_reset_range)
+
+
+def _range_moved(slider_key: str, lo: Any, hi: Any) -> None:
+    picked = tuple(st.session_state[slider_key])
+    st.session_state[K_RANGE] = None if picked == (lo, hi) else picked
+
+
+def _reset_range() -> None:
+    st.session_state[K_RANGE] = None
+
+
+def _clamp(value: Any, lo: Any, hi: Any) -> Any:
+    try:
+        return min(max(value, lo), hi)
+    except TypeError:
+        return lo
+
+
+def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareSettings, side_by_side: bool) -> None:
+    """Overlay: one chart per metric. Side by side: each run's panels in its own column."""
+    by_id = {d.id: d for d in data}
+    if result.aligned.skipped:
+        names = ", ".join(f"`{view.escape_code(by_id[s].label)}`" for s in result.aligned.skipped if s in by_id)
+        st.warning(
+            f"Not drawn: {names} cannot be aligned by {ALIGNMENTS[settings.alignment]} "
+            "(no samples count nor batch size, or no timestamps)."
+        )
+    if side_by_side:
+        ids = [d.id for d in data if d.id in result.side]
+        for start in range(0, len(ids), SIDE_COLUMNS):
+            row = ids[start : start + SIDE_COLUMNS]
+            for column, run_id in zip(st.columns(len(row)), row, strict=True):
+                run = by_id[run_id]
+                column.markdown(f"**{_shared.md(run.label)}** · {_shared.md(run.status)}")
+                for i, fig in enumerate(result.side[run_id]):
+                    column.plotly_chart(
+                        fig, key=f"cmp_side_{start}_{row.index(run_id)}_{i}", config=PLOTLY_CONFIG, theme=None
+                    )
+        return
+    if not settings.metrics:
+        st.info("Choose at least one metric above.")
+        return
+    for i, (metric, fig) in enumerate(result.figures.items()):
+        if not fig.data:
+            st.info(f"None of the picked runs logged `{view.escape_code(metric)}`.")
+            continue
+        st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=PLOTLY_CONFIG, theme=None)
+
+
+# ----------------------------------------------------------------------------- diff and downloads
+def show_config_diff(data: Sequence[RunData]) -> None:
+    """The hyperparameters that differ (or all of them, with the toggle)."""
+    st.subheader("Config diff")
+    all_keys = st.toggle("Show all keys", key=K_ALL_KEYS)
+    table = diff_table(data, all_keys=all_keys)
+    if len(table) == 0:
+        st.info("The runs' configs do not differ." if not all_keys else "No run has a config in its metadata.")
+        return
+    st.dataframe(table, width="stretch", key="cmp_config_diff")
+
+
+def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) -> None:
+    """CSV / Parquet of every row of the picked runs and the HTML report; built only when clicked."""
+    from monitor_cb.compare import export
+
+    all_keys = bool(st.session_state.get(K_ALL_KEYS))
+
+    def runs() -> list[RunData]:
+        infos = {r.id: r for r in store.list_runs()}
+        return [d for d in (load_run(store, infos[i]) for i in ids if i in infos) if d is not None]
+
+    st.subheader("Export")
+    d1, d2, d3 = st.columns(3)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    d1.download_button(
+        "CSV (all points)",
+        data=lambda: export.csv_bytes(runs()),
+        file_name=f"compare-{stamp}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="cmp_dl_csv",
+    )
+    d2.download_button(
+        "Parquet (all points)",
+        data=lambda: export.parquet_bytes(runs()),
+        file_name=f"compare-{stamp}.parquet",
+        mime="application/vnd.apache.parquet",
+        on_click="ignore",
+        key="cmp_dl_parquet",
+    )
+    d3.download_button(
+        "HTML report (opens offline)",
+        data=lambda: report_html(runs(), settings, all_keys).encode("utf-8"),
+        file_name=f"compare-{stamp}.html",
+        mime="text/html",
+        on_click="ignore",
+        key="cmp_dl_html",
+    )

@@ -1,0 +1,300 @@
+"""The replay page: watch a finished (or crashed) run, or an uploaded JSONL file, unfold again.
+
+Flow: the sidebar picks the source (a run under the log root, ``?run=<id>`` as on the live page, or
+an upload) -> the run is read (an upload is checked and parsed in memory, never written anywhere) ->
+the step slider and Play grow the charts up to a step (a fragment with ``run_every`` advances the
+cursor while playing) -> "Jump to" opens ±50 logged steps around a notable step at full resolution.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from monitor_cb import view
+from monitor_cb.compare import replay
+from monitor_cb.compare.upload import UploadError, check_size, max_upload_bytes, parse_upload
+from pages import _shared
+
+QUERY_RUN = "run"
+K_SOURCE, K_RUN, K_UPLOAD, K_PARSED = "rp_source", "rp_run", "rp_upload", "rp_parsed"
+K_CURSOR, K_PLAYING, K_SPEED, K_JUMP, K_SUBJECT, K_FINDINGS = (
+    "rp_cursor",
+    "rp_playing",
+    "rp_speed",
+    "rp_jump",
+    "rp_subject",
+    "rp_findings",
+)
+SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
+REPLAYABLE = ("finished", "failed", "stopped", "crashed")
+SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
+PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The run being replayed, from the store or an upload."""
+
+    key: str  # changes when the user picks another run or file
+    title: str
+    frame: pd.DataFrame
+    logged: dict[str, np.ndarray] = field(default_factory=dict)
+    findings: tuple[Any, ...] = ()
+    status: str | None = None
+    reason: str | None = None
+    bad_lines: int = 0
+
+
+def replay_page() -> None:
+    """The page function given to ``st.Page``."""
+    root = _shared.log_root()
+    store = _shared.get_store(str(root))
+    runs = _shared.list_runs(store)
+    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.title("Replay")
+    source = st.sidebar.radio("Replay", list(SOURCES), format_func=SOURCES.get, key=K_SOURCE)
+    subject = upload_subject() if source == "upload" else run_subject(store, runs, root)
+    steps = replay.unique_steps(subject.frame)
+    if steps.size == 0:
+        st.info("This run has no training steps to replay.")
+        st.stop()
+    _reset_on_new_subject(subject, steps)
+    show_header(subject)
+    notable = replay.notable_steps(subject.frame, subject.logged, subject.findings)
+    jump = jump_control(notable)
+    if jump is not None:
+        show_window(subject, jump)
+        return
+    play_controls()
+    playing = bool(st.session_state.get(K_PLAYING))
+    interval = SPEEDS.get(st.session_state.get(K_SPEED) or "", 0.5) if playing else None
+    st.fragment(run_every=interval)(_replay_body)(subject, steps)
+
+
+# ----------------------------------------------------------------------------- sources
+def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
+    """Sidebar: a finished, failed, stopped or crashed run (``?run=`` as on the live page)."""
+    from monitor_cb.compare.session import load_run
+
+    done = [r for r in runs if r.status in REPLAYABLE]
+    if not done:
+        st.info("No finished, failed, stopped or crashed run under the log root yet. Upload a JSONL file instead.")
+        st.stop()
+    by_id = {r.id: r for r in done}
+    now = time.time()
+    if st.session_state.get(K_RUN) not in by_id:
+        wanted = st.query_params.get(QUERY_RUN)
+        st.session_state[K_RUN] = view.pick_run(list(by_id), wanted)
+    choice = st.sidebar.selectbox(
+        f"Run ({len(done)} replayable)", list(by_id), key=K_RUN, format_func=lambda rid: view.run_label(by_id[rid], now)
+    )
+    if st.query_params.get(QUERY_RUN) != choice:
+        st.query_params[QUERY_RUN] = choice
+    info = by_id[choice]
+    data = load_run(store, info)
+    if data is None:
+        st.error(f"The run `{view.escape_code(choice)}` disappeared from the log root (deleted or moved).")
+        st.stop()
+    findings = _findings(f"run:{info.id}", data.frame, root, info.status, info.last_write)
+    return Subject(
+        key=f"run:{info.id}",
+        title=str(info.name),
+        frame=data.frame,
+        logged=dict(data.logged),
+        findings=findings,
+        status=info.status,
+        reason=info.reason,
+        bad_lines=int(info.bad_lines or 0),
+    )
+
+
+def upload_subject() -> Subject:
+    """Sidebar: a JSONL upload, size-capped, checked and parsed in memory (never written to disk)."""
+    cap = max_upload_bytes()
+    uploaded = st.sidebar.file_uploader(
+        "Metrics file (JSONL)",
+        key=K_UPLOAD,
+        max_upload_size=max(1, math.ceil(cap / 2**20)),
+        help="The collector's metrics.jsonl or plain json.dumps lines; at most "
+        f"{cap / 2**20:,.0f} MB. It is read in memory and never saved.",
+    )
+    if uploaded is None:
+        st.info("Upload a metrics JSONL file in the sidebar to replay it.")
+        st.stop()
+    file_id = getattr(uploaded, "file_id", None) or f"{uploaded.name}:{uploaded.size}"
+    cached = st.session_state.get(K_PARSED)
+    if cached is None or cached[0] != file_id:
+        cached = (file_id, _parse(uploaded, cap))
+        st.session_state[K_PARSED] = cached
+    parsed = cached[1]
+    if isinstance(parsed, str):
+        st.error(parsed)
+        st.stop()
+    findings = _findings(f"upload:{file_id}", parsed.frame, None, None, None)
+    return Subject(
+        key=f"upload:{file_id}",
+        title=str(parsed.name),
+        frame=parsed.frame,
+        logged=parsed.logged,
+        findings=findings,
+        bad_lines=parsed.bad_lines,
+    )
+
+
+def _parse(uploaded: Any, cap: int) -> Any:
+    """The parsed upload, or the message saying why it was refused."""
+    name = str(uploaded.name)
+    try:
+        check_size(int(uploaded.size), cap)  # before reading a byte of it
+        return parse_upload(name, uploaded.getvalue(), cap)
+    except UploadError as exc:
+        return f"Cannot replay {name!r}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a hostile file must end as a message, never a traceback
+        return f"Cannot replay {name!r}: it could not be read as metrics JSONL ({type(exc).__name__})."
+
+
+def _findings(key: str, frame: pd.DataFrame, root: Any, status: str | None, last_write: float | None) -> tuple:
+    """Diagnosis findings for the "jump to" list, computed once per run and length."""
+    from monitor_cb.diagnosis import diagnose, load_settings
+
+    cache_key = (key, len(frame), tuple(frame.columns))
+    cached = st.session_state.get(K_FINDINGS)
+    if cached is not None and cached[0] == cache_key:
+        return cached[1]
+    try:
+        settings = load_settings(root) if root is not None else None
+    except Exception:  # noqa: BLE001 - a broken settings file must not stop the replay
+        settings = None
+    found = tuple(diagnose(frame, settings, status=status, last_write=last_write))
+    st.session_state[K_FINDINGS] = (cache_key, found)
+    return found
+
+
+# ----------------------------------------------------------------------------- controls
+def _reset_on_new_subject(subject: Subject, steps: np.ndarray) -> None:
+    state = st.session_state
+    if state.get(K_SUBJECT) != subject.key:
+        state[K_SUBJECT] = subject.key
+        state[K_CURSOR] = int(steps[-1])
+        state[K_PLAYING] = False
+        state[K_JUMP] = None
+
+
+def show_header(subject: Subject) -> None:
+    """Name, status and anything skipped."""
+    status = f" · {_shared.md(subject.status)}" if subject.status else ""
+    st.caption(f"**{_shared.md(subject.title)}**{status} · {len(subject.frame):,} rows")
+    if subject.bad_lines:
+        st.warning(f"{subject.bad_lines:,} corrupt line(s) were skipped.", icon="⚠️")
+    if subject.status in ("failed", "stopped", "crashed") and subject.reason:
+        st.error(f"Run {subject.status}: {_shared.md(subject.reason)}")
+
+
+def jump_control(notable: list[replay.Notable]) -> replay.Notable | None:
+    """The "jump to" list; the chosen notable step, or None for the replay of the whole run."""
+    if not notable:
+        st.caption("No notable steps (no NaN, no loss spike, no diagnosis finding).")
+        return None
+    options: list[int | None] = [None, *range(len(notable))]
+    if st.session_state.get(K_JUMP) not in options:
+        st.session_state[K_JUMP] = None
+    j1, j2 = st.columns([6, 1], vertical_alignment="bottom")
+    choice = j1.selectbox(
+        f"Jump to ({len(notable)} notable steps)",
+        options,
+        key=K_JUMP,
+        format_func=lambda i: "— replay the whole run —" if i is None else replay.notable_label(notable[i]),
+        help="Opens ±50 logged steps around the step at full resolution.",
+    )
+    if choice is not None:
+        j2.button("Back to replay", key="rp_back", on_click=_clear_jump)
+        return notable[choice]
+    return None
+
+
+def _clear_jump() -> None:
+    st.session_state[K_JUMP] = None
+
+
+def play_controls() -> None:
+    """Play / Pause and the speed; a change reruns the page so the fragment's timer starts or stops."""
+    playing = bool(st.session_state.get(K_PLAYING))
+    p1, p2, _ = st.columns([1, 2, 5], vertical_alignment="bottom")
+    if playing:
+        p1.button("⏸ Pause", key="rp_pause", on_click=_set_playing, args=(False,))
+    else:
+        p1.button("▶ Play", key="rp_play", on_click=_start)
+    p2.selectbox("Speed", list(SPEEDS), index=1, key=K_SPEED)
+
+
+def _set_playing(value: bool) -> None:
+    st.session_state[K_PLAYING] = value
+
+
+def _start() -> None:
+    """Play from the start when the cursor is at the end, else from where it is."""
+    if st.session_state.get("rp_at_end"):
+        st.session_state[K_CURSOR] = st.session_state.get("rp_first_step", 0)
+    st.session_state[K_PLAYING] = True
+
+
+# ----------------------------------------------------------------------------- the replay
+def _replay_body(subject: Subject, steps: np.ndarray) -> None:
+    state = st.session_state
+    first, last = int(steps[0]), int(steps[-1])
+    cursor = int(np.clip(int(state.get(K_CURSOR, last)), first, last))
+    if state.get(K_PLAYING):
+        cursor = replay.next_cursor(steps, cursor)
+        if cursor >= last:
+            state[K_PLAYING] = False
+    state[K_CURSOR] = cursor  # before the slider is drawn: the slider shows the advanced cursor
+    state["rp_first_step"], state["rp_at_end"] = first, cursor >= last
+    if last > first:
+        st.slider("Step", min_value=first, max_value=last, key=K_CURSOR, help="The charts show the run up to here.")
+    rows = replay.rows_until(subject.frame, cursor)
+    show_position(subject, rows, cursor, last)
+    figures = replay.replay_figures(subject.frame, subject.logged, rows, x_range=(first, last))
+    for i, fig in enumerate(figures):
+        st.plotly_chart(fig, key=f"rp_chart_{i}", config=PLOTLY_CONFIG, theme=None)
+    if not state.get(K_PLAYING) and state.get("rp_was_playing"):
+        state["rp_was_playing"] = False
+        st.rerun(scope="app")  # the replay reached its end: stop the timer, show Play again
+    state["rp_was_playing"] = bool(state.get(K_PLAYING))
+
+
+def show_position(subject: Subject, rows: slice, cursor: int, last: int) -> None:
+    """A row of tiles: the step and the values logged at or before it."""
+    from monitor_cb.analysis.series import latest
+
+    part = subject.frame.iloc[rows]
+    masks = {k: v[rows] for k, v in subject.logged.items()} if subject.logged else None
+    cols = st.columns(5)
+    cols[0].metric("Step", f"{cursor:,}", delta=f"of {last:,}", delta_color="off", delta_arrow="off")
+    for col, (label, column) in zip(
+        cols[1:],
+        (("Loss", "loss"), ("LR", "lr"), ("Grad norm", "grad_norm"), ("Throughput", "throughput")),
+        strict=True,
+    ):
+        found = latest(part, column, masks) if column in part.columns else None
+        col.metric(label, view.format_value(None if found is None else found[1]))
+
+
+def show_window(subject: Subject, item: replay.Notable) -> None:
+    """±50 logged steps around a notable step, every point drawn."""
+    st.session_state[K_PLAYING] = False
+    rows = replay.window_rows(subject.frame, item.step)
+    n_rows = rows.stop - rows.start
+    st.markdown(f"**Step {item.step:,}** · {_shared.md(item.label)}")
+    st.caption(f"{n_rows:,} rows around it, at full resolution (±{replay.WINDOW} logged steps).")
+    figures = replay.replay_figures(
+        subject.frame, subject.logged, rows, marker=item, n_out=max(1000, n_rows), uirevision=f"window{item.step}"
+    )
+    for i, fig in enumerate(figures):
+        st.plotly_chart(fig, key=f"rp_window_{i}", config=PLOTLY_CONFIG, theme=None)

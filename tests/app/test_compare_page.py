@@ -1,0 +1,154 @@
+"""AppTests of the compare page: selection and URL, every alignment, side by side, summary, config diff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from monitor_cb.samples import write_sample_runs
+
+ENTRY = str(Path(__file__).with_name("compare_app.py"))
+TIMEOUT = 60
+RUNS = ("run01-lr0.0003-bs32-seed0", "run02-lr0.001-bs64-seed1", "run03-lr0.0001-bs32-seed2")
+
+
+@pytest.fixture
+def samples(log_root: Path) -> Path:
+    write_sample_runs(log_root, n_runs=3, steps=300, seed=0)
+    return log_root
+
+
+def run_app(query: dict[str, Any] | None = None) -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(str(p.value) for p in [*at.info, *at.warning, *at.error, *at.caption, *at.markdown])
+
+
+def smoothed(fig: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Legend group (run id) -> the run's legend trace."""
+    return {t["legendgroup"]: t for t in fig["data"] if t.get("showlegend", True) and "legendgroup" in t}
+
+
+def test_empty_root_says_so(log_root: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    assert "No runs under the log root" in texts(at)
+
+
+def test_default_selection_url_charts_and_summary(samples: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    picked = at.sidebar.multiselect[0].value
+    assert len(picked) == 2
+    assert at.query_params["runs"] == picked
+    assert at.query_params["align"] == ["step"] or at.query_params["align"] == "step"
+    figs = charts(at)
+    assert [f["layout"]["title"]["text"] for f in figs] == ["loss", "eval_loss"]
+    for fig in figs:
+        assert set(smoothed(fig)) == set(picked), "one legend entry per run, grouped by run id"
+    # the same run has the same colour on every chart
+    colours = [{rid: t["line"]["color"] for rid, t in smoothed(f).items()} for f in figs]
+    assert colours[0] == colours[1]
+    summary = at.dataframe[0].value
+    assert list(summary["run"]) and len(summary) == 2
+
+
+def test_url_reproduces_the_view(samples: Path) -> None:
+    query = {"runs": [RUNS[0], RUNS[2]], "metric": ["lr", "grad_norm"], "align": "samples", "smooth": "0.3"}
+    at = run_app(query)
+    assert_ok(at)
+    assert at.sidebar.multiselect[0].value == [RUNS[0], RUNS[2]]
+    assert at.multiselect(key="cmp_metrics").value == ["lr", "grad_norm"]
+    assert at.radio(key="cmp_align").value == "samples"
+    assert at.slider(key="cmp_smooth").value == pytest.approx(0.3)
+    figs = charts(at)
+    assert [f["layout"]["title"]["text"] for f in figs] == ["lr", "grad_norm"]
+    assert "samples" in figs[0]["layout"]["xaxis"]["title"]["text"]
+
+
+@pytest.mark.parametrize(
+    ("alignment", "axis"),
+    [("step", "step"), ("samples", "samples"), ("wall", "wall time"), ("relative", "time since start")],
+)
+def test_each_alignment(samples: Path, alignment: str, axis: str) -> None:
+    at = run_app({"runs": list(RUNS), "metric": ["loss"]})
+    at.radio(key="cmp_align").set_value(alignment).run()
+    assert_ok(at)
+    fig = charts(at)[0]
+    assert axis in fig["layout"]["xaxis"]["title"]["text"]
+    assert set(smoothed(fig)) == set(RUNS)
+    assert fig["layout"]["xaxis"]["type"] == ("date" if alignment == "wall" else "linear")
+    assert at.query_params["align"] in (alignment, [alignment])
+
+
+def test_side_by_side_panels_with_a_linked_range(samples: Path) -> None:
+    at = run_app({"runs": list(RUNS[:2]), "mode": "side"})
+    assert_ok(at)
+    figs = charts(at)
+    assert len(figs) == 2 * 3, "per run: loss/lr, throughput/grad norm, eval"
+    slider = at.slider(key="cmp_range_slider_step")
+    slider.set_value((50, 120)).run()
+    assert_ok(at)
+    for fig in charts(at):
+        assert fig["layout"]["xaxis"]["range"] == [50, 120], "every panel shows the shared range"
+    assert "run01" in texts(at) and "run02" in texts(at)
+
+
+def test_summary_is_nan_aware(samples: Path) -> None:
+    at = run_app({"runs": [RUNS[1], RUNS[0]]})
+    assert_ok(at)
+    table = at.dataframe[0].value.set_index("run")
+    diverged = table.loc[RUNS[1]]
+    assert diverged["status"] == "stopped"
+    assert diverged["first non-finite step"] > 0
+    assert diverged["min loss"] == diverged["min loss"], "a NaN loss must not make the minimum NaN"
+    assert diverged["min loss step"] < diverged["first non-finite step"]
+    assert table.loc[RUNS[0], "best eval"] == "eval_loss"
+
+
+def test_config_diff_and_all_keys_toggle(samples: Path) -> None:
+    at = run_app({"runs": list(RUNS[:2])})
+    diff = at.dataframe[1].value
+    assert {"lr", "batch_size", "seed"} <= set(diff.index)
+    assert "schedule" not in diff.index, "equal values are hidden by default"
+    at.toggle(key="cmp_all_keys").set_value(True).run()
+    assert_ok(at)
+    assert "schedule" in at.dataframe[1].value.index
+
+
+def test_pattern_filter_and_empty_selection(samples: Path) -> None:
+    at = run_app()
+    at.sidebar.text_input(key="cmp_filter").set_value("run0[13]*").run()
+    assert_ok(at)
+    options = at.sidebar.multiselect[0].options
+    assert any("run01" in o for o in options) and any("run03" in o for o in options)
+    at.sidebar.multiselect[0].set_value([]).run()
+    assert_ok(at)
+    assert "Pick the runs to compare" in texts(at)
+
+
+def test_legend_hidden_run_is_hidden_in_every_chart(samples: Path) -> None:
+    at = run_app({"runs": list(RUNS[:2]), "metric": ["loss", "lr"]})
+    at.session_state["cmp_hidden"] = [RUNS[0]]
+    at.run()
+    assert_ok(at)
+    for fig in charts(at):
+        states = {t["legendgroup"]: t.get("visible", True) for t in fig["data"]}
+        assert states[RUNS[0]] == "legendonly" and states[RUNS[1]] is True
