@@ -19,6 +19,8 @@ from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _MAX_EPISODES = 50
 _PREFER_SHORTER = 0.05  # R^2 a longer period must add to be preferred
+_HYSTERESIS_R2 = 0.15  # an episode goes on while windows fit this much below sawtooth_power...
+_HYSTERESIS_SWING = 0.75  # ...and swing at least this fraction of sawtooth_amplitude
 
 
 def detect_sawtooth(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
@@ -39,9 +41,10 @@ def detect_sawtooth(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
         same = np.all(np.lib.stride_tricks.sliding_window_view(period, k) == period[k - 1 :, None], axis=1)
         persistent[k - 1 :] = np.all(np.lib.stride_tricks.sliding_window_view(flagged, k), axis=1) & same
     findings = []
-    for first, last in episodes(persistent, max(k, w // settings.sawtooth_hop))[:_MAX_EPISODES]:
-        first_window = first - (k - 1)
-        best = first_window + int(np.argmax(r2[first_window : last + 1]))
+    for first_window, last in _episodes(persistent, r2, swing, settings)[:_MAX_EPISODES]:
+        best = first_window + int(
+            np.argmax(np.where(persistent[first_window : last + 1], r2[first_window : last + 1], 0))
+        )
         start, end = int(starts[first_window]), int(starts[last] + w - 1)
         p = int(period[best])
         details = {"period_points": p, "swing": float(swing[best]), "r2": float(r2[best]), "metric": name}
@@ -58,6 +61,24 @@ def detect_sawtooth(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
         )
         findings.append(Finding("sawtooth", "warning", int(s.steps[start]), message, int(s.steps[end]), None, details))
     return findings
+
+
+def _episodes(
+    persistent: np.ndarray, r2: np.ndarray, swing: np.ndarray, settings: DiagnosisSettings
+) -> list[tuple[int, int]]:
+    """Window spans of each oscillation: confirmed by a persistent window, extended with hysteresis.
+
+    Once confirmed, an episode goes on while windows still fit a weaker bar, so one slow step (it
+    breaks its window's fit) or a swing near the threshold does not split it into many findings.
+    """
+    weak = (r2 >= settings.sawtooth_power - _HYSTERESIS_R2) & (swing >= _HYSTERESIS_SWING * settings.sawtooth_amplitude)
+    gap = max(settings.sawtooth_windows, settings.sawtooth_window // settings.sawtooth_hop)
+    confirmed = np.concatenate(([0], np.cumsum(persistent)))
+    spans = []
+    for first, last in episodes(weak | persistent, gap):
+        if confirmed[last + 1] > confirmed[first]:
+            spans.append((first, last))
+    return spans
 
 
 def _timing_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
