@@ -49,7 +49,7 @@ class DiagnosisSettings:
     lr_jump_rel: float = 0.2  # a one-point relative change at least this big...
     lr_jump_factor: float = 20.0  # ...and this many times the median change of the smooth schedule
     lr_warmup_min_points: int = 10  # a warmup is at least this many rising points
-    lr_warmup_rise: float = 0.05  # smoothed loss this much (relative) above its pre-peak best = rising
+    lr_warmup_rise: float = 0.05  # short-median loss this much above the late-warmup level = rising
     # throughput_drop: the median of the last ``drop_window`` points at least ``drop_frac`` below the
     # trailing baseline for ``drop_min_points`` points in a row and ``drop_min_seconds`` of wall time
     # (a few seconds, the scale of a dashboard refresh: shorter bursts of contention are not "sustained").
@@ -126,6 +126,47 @@ class DiagnosisSettings:
 
 _FIELDS = {f.name: f for f in fields(DiagnosisSettings)}
 
+# One line per knob, for a settings form (``st.number_input(name, help=HELP[name])``).
+HELP: dict[str, str] = {
+    "disabled": "detectors to skip",
+    "baseline_window": "logged points in the trailing robust baseline (median of block medians)",
+    "min_baseline": "points a baseline needs before anything is judged",
+    "grad_ratio": "grad norm this many times its recent median is an explosion",
+    "grad_z": "...and this many robust sigmas above it (log scale)",
+    "grad_followup": "points after an explosion checked for NaN/Inf or a loss jump (then: error)",
+    "spike_z": "loss this many robust sigmas above its recent median is a spike",
+    "spike_rel": "...and this much above it, relative (0.3 = +30%)",
+    "spike_recovery": "points a spike has to come back before it counts as divergence (error)",
+    "lr_zero_frac": "lr below this fraction of its peak counts as zero",
+    "lr_smooth_points": "points a schedule must have changed at, to count as smooth",
+    "lr_frozen_points": "unchanged points after a smooth decay that count as a frozen lr",
+    "lr_frozen_min_frac": "a freeze below this fraction of the peak is taken as a floor, not a fault",
+    "lr_jump_rel": "a one-point lr change at least this big (relative) may be a jump...",
+    "lr_jump_factor": "...if it is this many times the schedule's usual change",
+    "lr_warmup_min_points": "rising lr points that make a warmup",
+    "lr_warmup_rise": "loss this much above its late-warmup level after the warmup = rising",
+    "drop_frac": "throughput this much below its recent level is a drop (0.3 = -30%)",
+    "drop_window": "points in the short window whose majority must be low",
+    "drop_min_points": "points the drop must last",
+    "drop_min_seconds": "seconds the drop must last",
+    "drop_data_share": "share of the slowdown data wait must explain to blame the input pipeline",
+    "overfit_evals": "evaluations in a row that must sit above the best",
+    "overfit_rel": "...by at least this much, relative",
+    "overfit_z": "...and this many eval-noise sigmas",
+    "sawtooth_window": "points per window in which a step-time oscillation is looked for",
+    "sawtooth_hop": "points between windows",
+    "sawtooth_power": "share of the window's variance the periodic profile must explain (R^2)",
+    "sawtooth_amplitude": "peak-to-peak swing of the profile, relative to the mean step time",
+    "sawtooth_windows": "windows in a row with the same period",
+    "sawtooth_repeats": "repeats a period must show in one window (longest period = window / repeats)",
+    "stall_min_seconds": "a running run silent this long (at least) is stalled",
+    "stall_factor": "...or this many of its usual intervals, if longer",
+    "stall_error_factor": "stalled for this many times the threshold is an error",
+    "plateau_points": "points without improvement that make a plateau (info)",
+    "plateau_rel": "improvement smaller than this (relative) does not count",
+    "plateau_smooth": "points per block median when looking for a plateau",
+}
+
 
 def settings_from_dict_lenient(data: Any) -> tuple[DiagnosisSettings, list[str]]:
     """Settings from a parsed file, keeping every valid known key; returns the problems found."""
@@ -188,6 +229,7 @@ def save_settings(root: str | os.PathLike[str], settings: DiagnosisSettings) -> 
 
 
 __all__ = [
+    "HELP",
     "DiagnosisSettings",
     "load_settings",
     "load_settings_checked",

@@ -69,3 +69,11 @@ def test_unknown_keys_and_bad_values_are_skipped_with_warnings(tmp_path):
     assert any("grad_ratio" in p for p in problems)
     with pytest.warns(UserWarning):
         load_settings(tmp_path)
+
+
+def test_every_knob_has_a_help_line():
+    from dataclasses import fields
+
+    from monitor_cb.diagnosis.settings import HELP
+
+    assert set(HELP) == {f.name for f in fields(DiagnosisSettings)}
