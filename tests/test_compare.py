@@ -1,0 +1,321 @@
+"""monitor_cb.compare: alignment, the common grid, interval-aware smoothing, summary maths (NaN included),
+config diff, colours, export, uploads and the replay helpers."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.compare import align as al
+from monitor_cb.compare import replay
+from monitor_cb.compare.colors import RUN_PALETTE, run_color, run_colors
+from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config
+from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
+from monitor_cb.compare.overlay import CompareSettings, RunData, hidden_runs, overlay_figures, plotly_text
+from monitor_cb.compare.runfilter import filter_runs
+from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
+from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
+
+
+def frame(steps, loss, t0: float = 1000.0, dt: float = 1.0, **cols) -> pd.DataFrame:
+    steps = np.asarray(steps, dtype=np.int64)
+    data = {"step": steps, "t": t0 + dt * np.arange(steps.size), "rank": 0, "seg": 1, "loss": np.asarray(loss, float)}
+    data.update({k: np.asarray(v, float) for k, v in cols.items()})
+    return pd.DataFrame(data)
+
+
+# ----------------------------------------------------------------------------- alignment
+def test_step_wall_and_relative_alignment() -> None:
+    f = frame([10, 20, 30], [3, 2, 1], t0=1_700_000_000.0, dt=30.0)
+    assert al.align(f, "step").values.tolist() == [10, 20, 30]
+    wall = al.align(f, "wall")
+    assert wall.is_datetime and wall.values.dtype.kind == "M"
+    rel = al.align(f, "relative", relative="elapsed_min")
+    assert rel.values.tolist() == [0.0, 0.5, 1.0] and "min" in rel.title
+    with pytest.raises(ValueError, match="unknown alignment"):
+        al.align(f, "epoch")
+
+
+def test_samples_from_logged_counts_times_world_size_interpolated() -> None:
+    f = frame([1, 2, 3, 4], [1, 1, 1, 1], samples=[32, np.nan, 96, 128])
+    x = al.align(f, "samples", {"world_size": 2})
+    assert x.values.tolist() == [64, 128, 192, 256], "a row without samples is interpolated by step"
+
+
+def test_samples_from_batch_size_else_not_alignable() -> None:
+    f = frame([1, 2], [1, 1])
+    assert al.align(f, "samples", {"config": {"batch_size": 16}}).values.tolist() == [16, 32]
+    assert al.align(f, "samples", {}) is None
+    assert not al.can_align(f, "samples", {})
+    assert al.align(f.drop(columns="t"), "wall") is None
+
+
+def test_relative_unit_follows_the_longest_run() -> None:
+    assert al.relative_kind([30, 200]) == "elapsed_s"
+    assert al.relative_kind([30, 3600]) == "elapsed_min"
+    assert al.relative_kind([86400, math.nan]) == "elapsed_h"
+
+
+def test_runs_of_different_lengths_and_intervals_overlay_on_one_axis() -> None:
+    every = RunData("a", "a", frame(np.arange(1, 1001), np.linspace(3, 1, 1000)))
+    tenth = RunData("b", "b", frame(np.arange(10, 501, 10), np.linspace(3, 2, 50)))
+    figs, aligned = overlay_figures([every, tenth], CompareSettings(metrics=("loss",), smoothing=0.0, n_points=200))
+    traces = {t.legendgroup: t for t in figs["loss"].data}
+    assert set(traces) == {"a", "b"} and aligned.skipped == ()
+    xb = np.asarray(traces["b"].x)
+    assert xb.min() == 10 and xb.max() == 500, "the short run keeps its own steps"
+    assert np.asarray(traces["a"].x).max() == 1000
+
+
+def test_unalignable_runs_are_skipped_not_fatal() -> None:
+    ok = RunData("a", "a", frame([1, 2], [1, 1], samples=[8, 16]))
+    no = RunData("b", "b", frame([1, 2], [1, 1]))
+    figs, aligned = overlay_figures([ok, no], CompareSettings(alignment="samples"))
+    assert aligned.skipped == ("b",)
+    assert {t.legendgroup for t in figs["loss"].data} == {"a"}
+
+
+# ----------------------------------------------------------------------------- grid and smoothing
+def test_grid_keeps_spikes_nan_and_ends() -> None:
+    x = np.arange(100_000, dtype=float)
+    y = np.sin(x / 1000)
+    y[12_345] = 50.0
+    y[54_321] = np.nan
+    y[77_777] = -np.inf
+    edges = al.grid_edges([x], 500)
+    picked = al.grid_indices(x, y, edges)
+    assert picked.size <= 2 * 500 + 4
+    assert {0, 12_345, 54_321, 77_777, 99_999} <= set(picked.tolist())
+    assert np.all(np.diff(picked) > 0)
+
+
+def test_grid_is_shared_between_runs() -> None:
+    a = np.arange(0, 1000, dtype=float)
+    b = np.arange(0, 2000, 2, dtype=float)
+    edges = al.grid_edges([a, b], 10)
+    assert edges[0] == 0 and edges[-1] == 1998
+    assert al.grid_edges([np.array([np.nan])], 10) is None
+
+
+def test_interval_aware_ema_equals_tensorboard_on_a_regular_grid() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=500)
+    x = np.arange(500, dtype=float) * 10
+    np.testing.assert_allclose(al.smooth_on_grid(x, y, 0.8, 10.0), ema_debiased(y, 0.8), rtol=1e-6, atol=1e-6)
+
+
+def test_ema_smooths_sparse_runs_over_the_same_span() -> None:
+    # a step from 0 to 1 at x=100: after 50 x units both runs are equally far along
+    dense_x = np.arange(0, 200, dtype=float)
+    sparse_x = np.arange(0, 200, 10, dtype=float)
+    dense = al.smooth_on_grid(dense_x, (dense_x >= 100).astype(float), 0.9, 1.0)
+    sparse = al.smooth_on_grid(sparse_x, (sparse_x >= 100).astype(float), 0.9, 1.0)
+    assert dense[150] == pytest.approx(sparse[15], abs=0.02)
+    per_point = ema_debiased((sparse_x >= 100).astype(float), 0.9)
+    assert per_point[15] < sparse[15] - 0.2, "a per-point EMA would lag ten times longer"
+
+
+def test_ema_passes_nan_through() -> None:
+    y = np.array([1.0, np.nan, 3.0, np.inf, 5.0])
+    out = al.smooth_on_grid(np.arange(5.0), y, 0.5, 1.0)
+    assert np.isnan(out[1]) and np.isinf(out[3]) and np.isfinite(out[[0, 2, 4]]).all()
+    assert al.reference_interval([np.arange(0, 100, 5.0), np.arange(0, 100, 2.0)]) == 2.0
+
+
+# ----------------------------------------------------------------------------- summary
+def test_min_and_best_ignore_nan_and_not_logged_gaps() -> None:
+    f = frame([1, 2, 3, 4, 5], [2.0, 0.5, np.nan, 1.0, np.nan], eval_accuracy=[np.nan, 0.3, np.nan, 0.9, np.nan])
+    logged = {
+        "loss": np.array([True, True, True, True, False]),  # step 3 NaN was logged, step 5 was not
+        "eval_accuracy": np.array([False, True, False, True, False]),
+    }
+    run = RunData("r", "r", f, logged, {}, "failed")
+    row = summary_row(run, "eval_accuracy", now=0.0)
+    assert row["min loss"] == 0.5 and row["min loss step"] == 2
+    assert row["first non-finite step"] == 3
+    assert row["final loss"] == 1.0, "the last logged value (step 5 was not logged)"
+    assert row["best eval value"] == 0.9 and row["best eval step"] == 4, "accuracy: higher is better"
+
+
+def test_final_loss_is_nan_when_nan_was_logged_last() -> None:
+    f = frame([1, 2], [1.0, np.nan])
+    row = summary_row(RunData("r", "r", f), None, now=0.0)
+    assert math.isnan(row["final loss"]) and row["min loss"] == 1.0 and row["first non-finite step"] == 2
+
+
+def test_all_nan_column_gives_nan_not_a_lie() -> None:
+    f = frame([1, 2], [np.nan, np.nan], grad_norm=[np.inf, 3.0], throughput=[np.nan, np.nan])
+    row = summary_row(RunData("r", "r", f), None, now=0.0)
+    assert math.isnan(row["min loss"]) and row["min loss step"] is None
+    assert row["max grad norm"] == 3.0 and math.isnan(row["mean throughput"])
+
+
+def test_lower_is_better() -> None:
+    assert lower_is_better("eval_loss") and lower_is_better("eval_perplexity") and lower_is_better("eval_wer")
+    assert not lower_is_better("eval_accuracy") and not lower_is_better("eval_f1")
+    f = frame([1, 2, 3], [1, 1, 1], eval_loss=[0.9, 0.4, 0.4])
+    assert extreme(f, "eval_loss", None, lowest=True) == (0.4, 2), "the first step on ties"
+
+
+def test_summary_table_types_and_duration() -> None:
+    meta = {"first_start_time": 1000.0, "end_time": 1100.0}
+    table = summary_table([RunData("r", "r", frame([1, 2], [1, 2]), {}, meta, "finished")], now=5000.0)
+    assert table.loc[0, "duration (s)"] == 100.0
+    assert str(table["steps"].dtype) == "Int64" and table.loc[0, "steps"] == 2
+    running = summary_table([RunData("r", "r", frame([1, 2], [1, 2]), {}, meta, "running")], now=1500.0)
+    assert running.loc[0, "duration (s)"] == 500.0, "a running run lasts until now"
+
+
+# ----------------------------------------------------------------------------- config diff
+def test_flatten_nested_config() -> None:
+    assert flatten({"optim": {"lr": 1e-3, "betas": [0.9, 0.99]}, "seed": 1}) == {
+        "optim.lr": 1e-3,
+        "optim.betas": [0.9, 0.99],
+        "seed": 1,
+    }
+
+
+def test_config_diff_only_keys_that_differ() -> None:
+    a = run_config({"config": {"lr": 1e-3, "model": {"layers": 12}, "seed": 1}, "world_size": 8})
+    b = run_config({"config": {"lr": 3e-4, "model": {"layers": 12}, "extra": True}, "world_size": 8})
+    diff = config_diff({"a": a, "b": b}, ["run a", "run b"])
+    assert list(diff.index) == ["extra", "lr", "seed"]
+    assert diff.loc["seed", "run b"] == MISSING and diff.loc["extra", "run b"] == "true"
+    full = config_diff({"a": a, "b": b}, all_keys=True)
+    assert {"model.layers", "meta.world_size"} <= set(full.index)
+    same_name = config_diff({"a": a, "b": b}, ["x", "x"])
+    assert list(same_name.columns) == ["x", "x (2)"]
+
+
+# ----------------------------------------------------------------------------- colours, legend, filter
+def test_run_colours_are_stable_and_distinct() -> None:
+    ids = [f"run{i}" for i in range(8)]
+    one = run_colors(ids)
+    assert one == run_colors(list(reversed(ids))), "independent of the picking order"
+    assert len(set(one.values())) == 8
+    assert run_color("x") == run_color("x") and run_color("x") in RUN_PALETTE
+
+
+def test_every_trace_of_a_run_shares_its_legend_group_and_colour() -> None:
+    runs = [RunData(r, r, frame([1, 2, 3], [1, np.nan, 2], lr=[1, 1, 1])) for r in ("a", "b")]
+    figs, _ = overlay_figures(runs, CompareSettings(metrics=("loss", "lr"), hidden=frozenset({"a"})))
+    for fig in figs.values():
+        for trace in fig.data:
+            assert trace.legendgroup in ("a", "b")
+            assert (trace.visible == "legendonly") == (trace.legendgroup == "a")
+    loss_colours = {t.legendgroup: t.line.color for t in figs["loss"].data if t.showlegend is not False}
+    lr_colours = {t.legendgroup: t.line.color for t in figs["lr"].data if t.showlegend is not False}
+    assert loss_colours == lr_colours
+    assert any(t.name.endswith("non-finite") for t in figs["loss"].data)
+
+
+def test_hostile_names_are_escaped_for_plotly_and_mapped_back() -> None:
+    run = RunData("r", "<b>bold</b>", frame([1], [1]))
+    assert plotly_text(run.label) == "&lt;b&gt;bold&lt;/b&gt;"
+    assert hidden_runs([run], ["&lt;b&gt;bold&lt;/b&gt;"]) == frozenset({"r"})
+
+
+class _Info:
+    def __init__(self, rid: str) -> None:
+        self.id, self.name, self.status = rid, rid, "finished"
+
+
+def test_filter_words_and_patterns() -> None:
+    runs = [_Info("exp/lr1e-3"), _Info("exp/lr3e-4"), _Info("base")]
+    assert [r.id for r in filter_runs(runs, "exp/lr*")] == ["exp/lr1e-3", "exp/lr3e-4"]
+    assert [r.id for r in filter_runs(runs, "*e-4")] == ["exp/lr3e-4"]
+    assert [r.id for r in filter_runs(runs, "lr1e")] == ["exp/lr1e-3"]
+    assert len(filter_runs(runs, "")) == 3
+
+
+# ----------------------------------------------------------------------------- export
+def test_export_has_every_row_and_keeps_nan_apart_from_not_logged() -> None:
+    a = RunData("a", "a", frame([1, 2, 3], [1.0, np.nan, np.nan]), {"loss": np.array([True, True, False])})
+    b = RunData("b", "b", frame([1, 2], [0.5, 0.4], acc=[0.1, 0.2]))
+    table, masks = combined([a, b])
+    assert len(table) == 5 and list(table.columns[:2]) == ["run", "step"]
+    assert masks["acc"].tolist() == [False, False, False, True, True]
+    text = csv_bytes([a, b]).decode()
+    assert "a,2,1001.0,0,1,NaN," in text and "a,3,1002.0,0,1,," in text
+    import pyarrow.parquet as pq
+
+    parquet = pq.read_table(io.BytesIO(parquet_bytes([a, b])))
+    loss = parquet.column("loss").to_pylist()
+    assert math.isnan(loss[1]) and loss[2] is None
+
+
+# ----------------------------------------------------------------------------- upload
+def test_upload_parses_both_nan_spellings_in_memory() -> None:
+    data = b'{"step":1,"loss":1.5}\n{"step":2,"loss":"NaN"}\n{"step":3,"loss":NaN,"ts":5}\n{"step":4,"loss":Infinity}'
+    parsed = parse_upload("x.jsonl", data, cap=1 << 20)
+    assert parsed.frame["step"].tolist() == [1, 2, 3, 4]
+    loss = parsed.frame["loss"].to_numpy()
+    assert loss[0] == 1.5 and np.isnan(loss[1]) and np.isnan(loss[2]) and np.isinf(loss[3])
+    assert parsed.logged["loss"].all()
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"", "empty"),
+        (b"\x00\x00\x00\x00", "binary"),
+        (b"PK\x03\x04rest", "zip"),
+        (b"\xff\xfe\xfa not utf8 at all" * 10, "UTF-8"),
+        (b"a,b\n1,2\n", "No JSON object lines"),
+        (b'{"step":1}\nnope\nnope\nnope\n', "do not look|does not look"),
+    ],
+)
+def test_upload_refuses_what_is_not_jsonl(data: bytes, match: str) -> None:
+    with pytest.raises(UploadError, match=match):
+        parse_upload("f", data, cap=1 << 20)
+
+
+def test_upload_size_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UploadError, match="limited to"):
+        parse_upload("f", b'{"step":1}\n' * 1000, cap=100)
+    assert max_upload_bytes({}) == 200 * 2**20
+    assert max_upload_bytes({"MONITOR_UPLOAD_MAX_MB": "1"}) == 2**20
+    assert max_upload_bytes({"MONITOR_UPLOAD_MAX_MB": "junk"}) == 200 * 2**20
+
+
+# ----------------------------------------------------------------------------- replay
+def test_cursor_rows_window_and_play_ticks() -> None:
+    f = frame(np.arange(1, 501), np.ones(500))
+    assert replay.rows_until(f, 100) == slice(0, 100)
+    w = replay.window_rows(f, 250)
+    assert (w.start, w.stop) == (199, 300), "±50 logged steps"
+    assert replay.window_rows(f, 3) == slice(0, 53)
+    steps = replay.unique_steps(f)
+    assert replay.next_cursor(steps, 1) == 6 and replay.next_cursor(steps, 500) == 500
+
+
+def test_notable_steps_nan_spikes_and_unconfirmed_findings() -> None:
+    loss = np.ones(300)
+    loss[100] = 8.0
+    loss[200:] = np.nan
+    f = frame(np.arange(1, 301), loss)
+
+    from monitor_cb.diagnosis import Finding
+
+    # grad_norm was never logged: a "nan" finding about it is a misread gap and is dropped
+    gap = Finding("nan", "error", 260, "from a gap", details={"column": "grad_norm"})
+    items = replay.notable_steps(f, None, [gap])
+    kinds = [(n.step, n.kind) for n in items]
+    assert (201, "nan") in kinds and (101, "spike") in kinds
+    assert all(n.step != 260 for n in items)
+    assert "step 101" in replay.notable_label(items[0])
+
+
+def test_replay_figures_grow_and_window_marks_the_step() -> None:
+    f = frame(np.arange(1, 201), np.linspace(2, 1, 200), lr=np.full(200, 1e-3))
+    figs = replay.replay_figures(f, None, replay.rows_until(f, 50), x_range=(1, 200))
+    assert max(np.asarray(t.x).max() for t in figs[0].data) == 50
+    assert list(figs[0].layout.xaxis.range) == [1, 200]
+    item = replay.Notable(120, "spike", "x")
+    figs = replay.replay_figures(f, None, replay.window_rows(f, 120), marker=item)
+    assert any(s.x0 == 120 for s in figs[0].layout.shapes)
