@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
+import numbers
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -43,16 +45,17 @@ def table_html(table: pd.DataFrame, index: bool = False) -> str:
 
 
 def _cell(value: object) -> tuple[str, bool]:
-    if value is None or value is pd.NA:
+    if value is None or value is pd.NA or value is pd.NaT:
         return "", True
-    if isinstance(value, float):
-        if math.isnan(value):
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return f"{int(value):,}", True
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        number = float(value)
+        if math.isnan(number):
             return "NaN", True
-        if math.isinf(value):
-            return ("inf" if value > 0 else "-inf"), True
-        return f"{value:.6g}", True
-    if isinstance(value, (int,)) and not isinstance(value, bool):
-        return f"{value:,}", True
+        if math.isinf(number):
+            return ("inf" if number > 0 else "-inf"), True
+        return f"{number:.6g}", True
     return html.escape(str(value)), False
 
 
@@ -81,7 +84,7 @@ def build_report(
         f"<title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="meta">Generated {html.escape(now.strftime("%Y-%m-%d %H:%M UTC"))} by monitor_cb; opens offline.</p>',
+        f'<p class="meta">Generated {html.escape(now.strftime("%Y-%m-%d %H:%M UTC"))} by monitor_cb.</p>',
     ]
     parts += [f'<p class="meta">{html.escape(line)}</p>' for line in notes]
     parts.append("<h2>Summary</h2>")

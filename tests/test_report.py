@@ -21,7 +21,7 @@ def run(run_id: str, name: str, lr: float) -> RunData:
         {"step": steps, "t": 1000.0 + steps, "rank": 0, "seg": 1, "loss": np.linspace(2, 1, 100), "lr": lr}
     )
     frame.loc[90, "loss"] = np.nan
-    meta = {"config": {"lr": lr, HOSTILE: "<b>v</b>", "opt": {"name": "adam"}}}
+    meta = {"config": {"lr": lr, HOSTILE: f"<b>{lr}</b>", "opt": {"name": "adam"}}}
     return RunData(run_id, name, frame, {}, meta, "finished")
 
 
@@ -47,13 +47,15 @@ def test_report_escapes_hostile_names_everywhere(report: str) -> None:
     assert HOSTILE not in report
     assert "<img src=x" not in report and 'alert("x")</script>' not in report
     assert "&lt;/script&gt;&lt;script&gt;alert(&quot;x&quot;)" in report, "the summary and config cells are escaped"
-    assert "&lt;b&gt;v&lt;/b&gt;" in report
+    assert "&lt;b&gt;0.001&lt;/b&gt;" in report, "a config value that differs, escaped"
 
 
 def test_report_has_summary_and_config_diff(report: str) -> None:
     assert "<h2>Summary</h2>" in report and "<h2>Config differences</h2>" in report
     summary = report.split("<h2>Summary</h2>")[1].split("<h2>")[0]
-    assert "first non-finite step" in summary and "<td>91</td>" in summary, "the NaN at step 91 is reported"
+    assert "first non-finite step" in summary and "<td>91</td>" in summary and "<td>100</td>" in summary, (
+        "the NaN at step 91 is reported"
+    )
     config = report.split("<h2>Config differences</h2>")[1].split("<h2>")[0]
     assert '<th class="key">lr</th>' in config and "opt.name" not in config, "only keys that differ"
 
