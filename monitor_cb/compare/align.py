@@ -179,12 +179,28 @@ def grid_indices(x: np.ndarray, y: np.ndarray, edges: np.ndarray | None, max_non
     parts = [rows[:1], rows[-1:], _thin(rows[~np.isfinite(y[rows])], max_nonfinite)]
     if finite.size:
         bins = np.clip(np.searchsorted(edges, x[finite], side="right") - 1, 0, edges.size - 2)
-        order = np.lexsort((y[finite], bins))
+        parts += list(_bin_extremes(finite, y[finite], bins))
+    return np.unique(np.concatenate(parts)).astype(np.int64)
+
+
+def _bin_extremes(rows: np.ndarray, y: np.ndarray, bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin, the row of the lowest and of the highest ``y`` (first one on ties); O(n) when the
+    bins are non-decreasing (x sorted), else a sort."""
+    if bins.size > 1 and np.any(bins[1:] < bins[:-1]):
+        order = np.lexsort((y, bins))
         sorted_bins = bins[order]
         starts = np.flatnonzero(np.r_[True, sorted_bins[1:] != sorted_bins[:-1]])
         ends = np.r_[starts[1:], sorted_bins.size] - 1
-        parts += [finite[order[starts]], finite[order[ends]]]
-    return np.unique(np.concatenate(parts)).astype(np.int64)
+        return rows[order[starts]], rows[order[ends]]
+    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
+    lengths = np.diff(np.r_[starts, bins.size])
+    out = []
+    for reduce in (np.minimum, np.maximum):
+        extreme = np.repeat(reduce.reduceat(y, starts), lengths)
+        hits = np.flatnonzero(y == extreme)
+        first = hits[np.searchsorted(hits, starts)]  # every segment holds its own extreme
+        out.append(rows[first])
+    return out[0], out[1]
 
 
 def _thin(bad: np.ndarray, cap: int) -> np.ndarray:
