@@ -31,6 +31,7 @@ _LAZY = {
     "detect_plateau": "progress",
     "detect_stalled": "progress",
     "DiagnosisSettings": "settings",
+    "HELP": "settings",
     "load_settings": "settings",
     "load_settings_checked": "settings",
     "save_settings": "settings",
@@ -40,6 +41,7 @@ _LAZY = {
     "detect_throughput_drop": "throughput",
 }
 __all__ = [
+    "HELP",
     "KINDS",
     "SERIES_DETECTORS",
     "SEVERITIES",
@@ -80,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.diagnosis.periodic import detect_sawtooth
     from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
     from monitor_cb.diagnosis.settings import (
+        HELP,
         DiagnosisSettings,
         load_settings,
         load_settings_checked,
