@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     settings, problems = load_settings_checked(root)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    findings = diagnose(store.frame(run_id), settings, status=info.status, last_write=info.last_write)
+    frame = store.frame(run_id)
+    logged = {c: store.logged_mask(run_id, c) for c in ("loss", "grad_norm") if c in frame}
+    findings = diagnose(frame, settings, status=info.status, last_write=info.last_write, logged=logged)
     shown = [f for f in findings if severity_rank(f.severity) >= severity_rank(args.min_severity)]
     if args.json:
         print(json.dumps(_report(info, findings, shown), indent=1, allow_nan=False))

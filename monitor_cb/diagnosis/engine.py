@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,7 @@ def diagnose(
     status: str | None = None,
     now: float | None = None,
     last_write: float | None = None,
+    logged: Mapping[str, np.ndarray] | None = None,
 ) -> list[Finding]:
     """All findings for one run, sorted by step (then most severe first).
 
@@ -51,6 +53,8 @@ def diagnose(
         status: the run's status (``RunInfo.status``); ``stalled`` is only judged for a live run.
         now: current Unix time for ``stalled`` (default ``time.time()``).
         last_write: when the run last wrote (``RunInfo.last_write``); default the frame's latest ``t``.
+        logged: per column, True where it was logged (``RunStore.logged_mask``). With it a NaN
+            where ``loss`` or ``grad_norm`` was simply not logged is never taken for a logged NaN.
 
     A detector that raises is skipped with one ``RuntimeWarning``, so a page never breaks on a
     strange frame.
@@ -59,9 +63,12 @@ def diagnose(
     if frame is None or len(frame) == 0:
         return []
     findings: list[Finding] = []
-    for rank, part in _by_rank(frame):
+    for rank, part, rows in _by_rank(frame):
         for kind, detector in SERIES_DETECTORS.items():
             if settings.enabled(kind):
+                if kind == "nan" and logged:
+                    masks = {k: np.asarray(v, bool)[rows] for k, v in logged.items() if len(v) == len(frame)}
+                    detector = partial(detect_nan, logged=masks)
                 found = _safely(kind, detector, part, settings)
                 findings += found if rank is None else [replace(f, rank=rank) for f in found]
     if settings.enabled("stalled") and status is not None:
@@ -74,15 +81,20 @@ def diagnose(
     return sort_findings(findings)
 
 
-def _by_rank(frame: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame]]:
-    """``[(None, frame)]`` for one rank, else one ``(rank, rows of that rank)`` per rank."""
+def _by_rank(frame: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame, np.ndarray | slice]]:
+    """``[(None, frame, all rows)]`` for one rank, else ``(rank, rows of that rank, their selector)`` per rank."""
+    everything = slice(None)
     if "rank" not in frame.columns:
-        return [(None, frame)]
+        return [(None, frame, everything)]
     ranks = frame["rank"].to_numpy()
     unique = pd.unique(ranks[~pd.isna(ranks)]) if ranks.dtype == object else np.unique(ranks)
     if len(unique) <= 1:
-        return [(None, frame)]
-    return [(int(r), _logged_by_rank(frame[ranks == r].reset_index(drop=True))) for r in sorted(unique)]
+        return [(None, frame, everything)]
+    parts = []
+    for r in sorted(unique):
+        rows = ranks == r
+        parts.append((int(r), _logged_by_rank(frame[rows].reset_index(drop=True)), rows))
+    return parts
 
 
 def _logged_by_rank(part: pd.DataFrame) -> pd.DataFrame:

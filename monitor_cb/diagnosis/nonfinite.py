@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -12,8 +14,13 @@ from monitor_cb.diagnosis.settings import DiagnosisSettings
 _WATCHED = ("loss", "grad_norm")
 
 
-def detect_nan(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
+def detect_nan(
+    frame: pd.DataFrame, settings: DiagnosisSettings, logged: Mapping[str, np.ndarray] | None = None
+) -> list[Finding]:
     """One error at the first train row whose loss or grad norm is NaN or ±Inf.
+
+    ``logged`` (column -> "was logged" mask, from ``RunStore.logged_mask``) rules out NaN that only
+    means "not logged on this row", e.g. a grad norm a custom loop logs on some steps only.
 
     An infinite grad norm on a row flagged ``overflow`` is loss scaling doing its job (the update is
     skipped and the scale lowered), so it does not count unless the loss is non-finite too.
@@ -29,6 +36,8 @@ def detect_nan(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
         if values is None:
             continue
         bad = rows & ~np.isfinite(values)
+        if logged is not None and name in logged:
+            bad &= logged[name]
         if name == "grad_norm":
             bad &= ~overflow
         hits = np.flatnonzero(bad)

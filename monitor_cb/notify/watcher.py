@@ -99,6 +99,7 @@ class Watcher:
             diagnose = default_diagnose
         self._diagnose = diagnose
         self._pass_last_write = "last_write" in _parameters(diagnose)
+        self._pass_logged = "logged" in _parameters(diagnose)
         self.settings = settings  # None: the dashboard's saved settings, re-read every pass
         self._settings_problems: set[str] = set()
         self.state_path = Path(state_path) if state_path else WatchState.default_path(self.root)
@@ -191,7 +192,9 @@ class Watcher:
 
     def _findings(self, info: Any, state: RunState, now: float) -> list[Alert]:
         frame = self.store.frame(info.id)
-        extra = {"last_write": info.last_write} if self._pass_last_write else {}
+        extra: dict[str, Any] = {"last_write": info.last_write} if self._pass_last_write else {}
+        if self._pass_logged:  # a column that stops being logged is not a NaN to alert about
+            extra["logged"] = {c: self.store.logged_mask(info.id, c) for c in ("loss", "grad_norm") if c in frame}
         findings = self._diagnose(frame, self._pass_settings, status=info.status, now=now, **extra)
         alerts = []
         for finding in findings:
