@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import streamlit as st
@@ -244,13 +244,13 @@ def _apply_events(data: Sequence[RunData]) -> bool:
     """Legend clicks (hide a run everywhere) and drags (one x range for all charts); True when changed."""
     zoom, legend = chart_events(key="cmp_chart_events")
     changed = False
-    if isinstance(legend, dict) and isinstance(legend.get("hidden"), list):
+    if isinstance(legend, Mapping) and isinstance(legend.get("hidden"), list):
         names = [h for h in legend["hidden"] if isinstance(h, str) and len(h) <= 300][:200]
         hidden = sorted(hidden_runs(data, names))
         if hidden != sorted(st.session_state.get(K_HIDDEN, [])):
             st.session_state[K_HIDDEN] = hidden
             changed = True
-    if isinstance(zoom, dict) and str(zoom.get("chart", "")).startswith(CHART_PREFIX):
+    if isinstance(zoom, Mapping) and str(zoom.get("chart", "")).startswith(CHART_PREFIX):
         new = _event_range(zoom)
         if new != st.session_state.get(K_RANGE):
             st.session_state[K_RANGE] = new
@@ -258,7 +258,7 @@ def _apply_events(data: Sequence[RunData]) -> bool:
     return changed
 
 
-def _event_range(event: dict[str, Any]) -> tuple[Any, Any] | None:
+def _event_range(event: Mapping[str, Any]) -> tuple[Any, Any] | None:
     if event.get("reset"):
         return None
     is_datetime = st.session_state.get(K_ALIGN) == "wall"
@@ -294,10 +294,23 @@ def range_control(result: CompareView) -> None:
         min_value=lo,
         max_value=hi,
         key=slider_key,
+        **_slider_step(lo, hi),
         on_change=_range_moved,
         args=(slider_key, lo, hi),
     )
     r2.button("Reset", key="cmp_range_reset", on_click=_reset_range)
+
+
+def _slider_step(lo: Any, hi: Any) -> dict[str, Any]:
+    """About a thousand slider positions over the range (Streamlit's defaults: a day for dates, 0.01 for floats)."""
+    if isinstance(lo, dt.datetime):
+        seconds = max((hi - lo).total_seconds() / 1000, 1.0)
+        return {"step": dt.timedelta(seconds=round(seconds)), "format": "MM-DD HH:mm:ss"}
+    if isinstance(lo, int):
+        return {"step": 1}
+    span = float(hi - lo)
+    step = 10 ** math.floor(math.log10(span / 1000)) if span > 0 else 0.01
+    return {"step": float(step), "format": "%g"}
 
 
 def _range_moved(slider_key: str, lo: Any, hi: Any) -> None:

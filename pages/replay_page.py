@@ -35,6 +35,7 @@ K_CURSOR, K_PLAYING, K_SPEED, K_JUMP, K_SUBJECT, K_FINDINGS = (
 SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
 REPLAYABLE = ("finished", "failed", "stopped", "crashed")
 SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
+WHOLE_RUN = -1  # the "jump to" choice that replays the whole run
 PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
@@ -184,7 +185,7 @@ def _reset_on_new_subject(subject: Subject, steps: np.ndarray) -> None:
         state[K_SUBJECT] = subject.key
         state[K_CURSOR] = int(steps[-1])
         state[K_PLAYING] = False
-        state[K_JUMP] = None
+        state[K_JUMP] = WHOLE_RUN
 
 
 def show_header(subject: Subject) -> None:
@@ -202,25 +203,25 @@ def jump_control(notable: list[replay.Notable]) -> replay.Notable | None:
     if not notable:
         st.caption("No notable steps (no NaN, no loss spike, no diagnosis finding).")
         return None
-    options: list[int | None] = [None, *range(len(notable))]
+    options = [WHOLE_RUN, *range(len(notable))]  # -1, not None: None reads as "nothing chosen"
     if st.session_state.get(K_JUMP) not in options:
-        st.session_state[K_JUMP] = None
+        st.session_state[K_JUMP] = WHOLE_RUN
     j1, j2 = st.columns([6, 1], vertical_alignment="bottom")
     choice = j1.selectbox(
         f"Jump to ({len(notable)} notable steps)",
         options,
         key=K_JUMP,
-        format_func=lambda i: "— replay the whole run —" if i is None else replay.notable_label(notable[i]),
+        format_func=lambda i: "— replay the whole run —" if i == WHOLE_RUN else replay.notable_label(notable[i]),
         help="Opens ±50 logged steps around the step at full resolution.",
     )
-    if choice is not None:
+    if choice is not None and choice != WHOLE_RUN:
         j2.button("Back to replay", key="rp_back", on_click=_clear_jump)
         return notable[choice]
     return None
 
 
 def _clear_jump() -> None:
-    st.session_state[K_JUMP] = None
+    st.session_state[K_JUMP] = WHOLE_RUN
 
 
 def play_controls() -> None:
@@ -228,9 +229,9 @@ def play_controls() -> None:
     playing = bool(st.session_state.get(K_PLAYING))
     p1, p2, _ = st.columns([1, 2, 5], vertical_alignment="bottom")
     if playing:
-        p1.button("⏸ Pause", key="rp_pause", on_click=_set_playing, args=(False,))
+        p1.button("Pause", icon=":material/pause:", key="rp_pause", on_click=_set_playing, args=(False,))
     else:
-        p1.button("▶ Play", key="rp_play", on_click=_start)
+        p1.button("Play", icon=":material/play_arrow:", key="rp_play", on_click=_start)
     p2.selectbox("Speed", list(SPEEDS), index=1, key=K_SPEED)
 
 

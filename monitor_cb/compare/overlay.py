@@ -337,10 +337,30 @@ def side_by_side_figures(
         fig = eval_figure(
             frame, x, smoothing=settings.smoothing, x_range=settings.x_range, uirevision=uirevision, logged=logged
         )
-        fig.update_layout(title="Eval metrics against train loss", height=300)
+        set_title(fig, "Eval metrics against train loss", height=300)
         compact_figure(fig)
         figures.append(fig)
     return figures
+
+
+def set_title(fig: go.Figure, title: str, height: int | None = None) -> None:
+    """A title at the top left with the legend moved right of it, as the dual-axis builder places them."""
+    fig.update_layout(
+        title={
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "xref": "paper",
+            "y": 1,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": 8},
+            "font": {"size": 14},
+        },
+        legend={"xanchor": "right", "x": 1},
+        margin={"t": 60},
+        height=height,
+    )
 
 
 def _with_x(frame: pd.DataFrame, aligned: Aligned, alignment: str) -> tuple[pd.DataFrame, str]:

@@ -164,6 +164,7 @@ def replay_figures(
     ``x_range`` fixes the axis (the whole run while it grows); ``marker`` draws a line at a notable step.
     """
     from monitor_cb.charts.figures import dual_axis_figure, eval_figure
+    from monitor_cb.compare.overlay import set_title
     from monitor_cb.view import compact_figure
 
     masks = dict(logged) if logged else None
@@ -200,7 +201,7 @@ def replay_figures(
             rows=rows,
             n_out=n_out,
         )
-        fig.update_layout(title="Eval metrics against train loss", height=320)
+        set_title(fig, "Eval metrics against train loss", height=320)
         figures.append(fig)
     for fig in figures:
         if marker is not None:

@@ -130,7 +130,7 @@ def test_play_advances_the_cursor_and_pause_stops(samples: Path) -> None:
 def test_jump_to_first_nan_opens_a_full_resolution_window(samples: Path) -> None:
     at = run_app({"run": DIVERGED})
     jump = at.selectbox(key="rp_jump")
-    labels = [str(o) for o in jump.options]  # labels[0] is the whole run (value None), labels[k] is item k - 1
+    labels = [str(o) for o in jump.options]  # labels[0] is the whole run (value -1), labels[k] is item k - 1
     k = next(i for i, o in enumerate(labels) if "first non-finite loss" in o)
     step = int(labels[k].split("·")[0].replace("step", "").replace(",", ""))
     jump.set_value(k - 1).run()

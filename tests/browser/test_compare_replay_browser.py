@@ -1,0 +1,166 @@
+"""The compare and replay pages in a real headless Chromium, with screenshots.
+
+``streamlit run tests/app/compare_app.py -- --logdir ROOT`` on a free port against sample runs:
+the overlay draws one chart per metric, a legend click hides a run in every chart, side by side
+shows each run's panels, the replay plays (the slider moves on its own) and an upload is replayed.
+Screenshots go to ``tests/browser/screenshots/`` (git-ignored). Waits are polls with deadlines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor_cb.samples import write_sample_runs
+from tests.browser.harness import REPO, _healthy, browser_missing, chromium_page, free_port, poll
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SHOTS = Path(__file__).parent / "screenshots"
+ENTRY = REPO / "tests" / "app" / "compare_app.py"
+RUNS = ("run01-lr0.0003-bs32-seed0", "run02-lr0.001-bs64-seed1", "run03-lr0.0001-bs32-seed2")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _need_browser() -> None:
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def app_server(root: Path, log_file: Path) -> Iterator[str]:
+    """``streamlit run tests/app/compare_app.py`` on a free port; yields its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.port", str(port)]
+    cmd += ["--server.headless", "true", "--", "--logdir", str(root)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("MONITOR_LOGDIR", None)
+    env.pop("MONITOR_TEST_PAGE", None)
+    with open(log_file, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        poll(lambda: _healthy(url) or proc.poll() is not None, timeout=60, interval=0.1, what="streamlit to start")
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_file}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    tmp = tmp_path_factory.mktemp("compare-browser")
+    root = tmp / "logs"
+    write_sample_runs(root, n_runs=3, steps=600, seed=0)
+    with app_server(root, tmp / "streamlit.log") as url:
+        yield url, tmp
+
+
+JS_GROUPS = """
+(key) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  if (!gd || !gd._fullData) return null;
+  const out = {};
+  for (const t of gd._fullData) { if (t.legendgroup) out[t.legendgroup] = t.visible; }
+  return out;
+}
+"""
+
+
+def groups(page: Any, key: str) -> dict[str, Any] | None:
+    """Run id -> plotly visibility of its traces in the chart with container key ``key``."""
+    return page.evaluate(JS_GROUPS, key)
+
+
+def n_charts(page: Any) -> int:
+    return page.locator(".js-plotly-plot").count()
+
+
+def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path]) -> None:
+    url, _ = server
+    SHOTS.mkdir(exist_ok=True)
+    # compare is the test entry's default page, so it is served at "/"
+    query = "&".join(f"runs={r}" for r in RUNS) + "&metric=loss&metric=eval_loss&align=step&smooth=0.6"
+    with chromium_page() as page:
+        page.goto(f"{url}/?{query}", wait_until="domcontentloaded")
+        poll(lambda: (groups(page, "chart_cmp_1") or {}).keys() >= set(RUNS), timeout=45, what="two overlay charts")
+        poll(lambda: page.get_by_text("Config diff").count() > 0, timeout=20, what="the config diff")
+        page.screenshot(path=str(SHOTS / "compare-overlay.png"), full_page=True)
+
+        # a legend click in the first chart hides that run in every chart
+        entry = page.locator(".st-key-chart_cmp_0 .legend .traces").first
+        entry.locator(".legendtoggle").first.click(force=True)
+        hidden = poll(
+            lambda: [g for g, v in (groups(page, "chart_cmp_1") or {}).items() if v == "legendonly"],
+            timeout=15,
+            what="the run hidden in the second chart too",
+        )
+        assert len(hidden) == 1
+        page.screenshot(path=str(SHOTS / "compare-legend-hidden.png"), full_page=True)
+
+        page.goto(f"{url}/?{query.replace('align=step', 'align=wall')}&mode=side", wait_until="domcontentloaded")
+        poll(lambda: n_charts(page) >= 3 * len(RUNS), timeout=45, what="side-by-side panels")
+        assert "mode=side" in page.url and "align=wall" in page.url, "the URL keeps the view"
+        page.screenshot(path=str(SHOTS / "compare-side-by-side.png"), full_page=True)
+
+
+def _slider_step(page: Any) -> int | None:
+    node = page.locator(".st-key-rp_cursor input[type=range]")
+    if node.count() == 0:
+        return None
+    value = node.first.input_value()
+    return int(float(value)) if value else None
+
+
+def test_replay_plays_jumps_and_takes_an_upload(server: tuple[str, Path]) -> None:
+    url, tmp = server
+    SHOTS.mkdir(exist_ok=True)
+    with chromium_page() as page:
+        page.goto(f"{url}/replay?run={RUNS[1]}", wait_until="domcontentloaded")
+        last = poll(lambda: _slider_step(page), timeout=45, what="the step slider")
+        poll(lambda: n_charts(page) >= 2, timeout=20, what="replay charts")
+        page.screenshot(path=str(SHOTS / "replay-end.png"), full_page=True)
+
+        page.get_by_role("button", name="Play").click()
+        first = poll(lambda: (s := _slider_step(page)) is not None and s < last and s, timeout=20, what="replay start")
+        later = poll(lambda: (s := _slider_step(page)) is not None and s > first and s, timeout=20, what="play ticks")
+        assert later > first
+        page.screenshot(path=str(SHOTS / "replay-playing.png"), full_page=True)
+        page.get_by_role("button", name="Pause").click()
+        poll(lambda: page.get_by_role("button", name="Play").count() > 0, timeout=15, what="paused")
+
+        # jump to the first NaN: a window at full resolution
+        page.locator(".st-key-rp_jump").click()
+        page.get_by_role("option").filter(has_text="first non-finite loss").first.click()
+        poll(lambda: page.get_by_text("Back to replay").count() > 0, timeout=20, what="the jump window")
+        poll(lambda: n_charts(page) >= 2, timeout=20, what="window charts")
+        page.screenshot(path=str(SHOTS / "replay-jump-nan.png"), full_page=True)
+
+        # an upload in the origin article's plain json.dumps format (bare NaN)
+        lines = [
+            json.dumps({"step": s, "loss": (math.nan if s > 260 else 2 * math.exp(-s / 90) + 0.2), "ts": 1.7e9 + s})
+            for s in range(1, 301)
+        ]
+        upload = tmp / "article.jsonl"
+        upload.write_text("\n".join(lines) + "\n")
+        page.goto(f"{url}/replay", wait_until="domcontentloaded")
+        page.get_by_text("Upload a JSONL file").click()
+        page.locator(".st-key-rp_upload input[type=file]").set_input_files(str(upload))
+        poll(lambda: n_charts(page) >= 1 and _slider_step(page) == 300, timeout=30, what="the uploaded run")
+        page.screenshot(path=str(SHOTS / "replay-upload.png"), full_page=True)
+        assert not list((tmp / "logs").glob("**/article*")), "the upload is never written under the log root"
