@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +104,7 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     if data is None:
         st.error(f"The run `{view.escape_code(choice)}` disappeared from the log root (deleted or moved).")
         st.stop()
-    findings = _findings(f"run:{info.id}", data.frame, root, info.status, info.last_write)
+    findings = _findings(f"run:{info.id}", data.frame, data.logged, root, info.status, info.last_write)
     return Subject(
         key=f"run:{info.id}",
         title=str(info.name),
@@ -138,7 +139,7 @@ def upload_subject() -> Subject:
     if isinstance(parsed, str):
         st.error(parsed)
         st.stop()
-    findings = _findings(f"upload:{file_id}", parsed.frame, None, None, None)
+    findings = _findings(f"upload:{file_id}", parsed.frame, parsed.logged, None, None, None)
     return Subject(
         key=f"upload:{file_id}",
         title=str(parsed.name),
@@ -161,8 +162,18 @@ def _parse(uploaded: Any, cap: int) -> Any:
         return f"Cannot replay {name!r}: it could not be read as metrics JSONL ({type(exc).__name__})."
 
 
-def _findings(key: str, frame: pd.DataFrame, root: Any, status: str | None, last_write: float | None) -> tuple:
-    """Diagnosis findings for the "jump to" list, computed once per run and length."""
+def _findings(
+    key: str,
+    frame: pd.DataFrame,
+    logged: Mapping[str, np.ndarray],
+    root: Any,
+    status: str | None,
+    last_write: float | None,
+) -> tuple:
+    """Diagnosis findings for the "jump to" list, computed once per run and length.
+
+    The "was logged" masks go to ``diagnose`` so a column that stops being logged is not a NaN.
+    """
     from monitor_cb.diagnosis import diagnose, load_settings
 
     cache_key = (key, len(frame), tuple(frame.columns))
@@ -173,7 +184,7 @@ def _findings(key: str, frame: pd.DataFrame, root: Any, status: str | None, last
         settings = load_settings(root) if root is not None else None
     except Exception:  # noqa: BLE001 - a broken settings file must not stop the replay
         settings = None
-    found = tuple(diagnose(frame, settings, status=status, last_write=last_write))
+    found = tuple(diagnose(frame, settings, status=status, last_write=last_write, logged=dict(logged) or None))
     st.session_state[K_FINDINGS] = (cache_key, found)
     return found
 
