@@ -75,6 +75,12 @@ class LiveMonitor(Callback):
             ``"loss_scale"``, ``"mindformers"``); default from the train cell's class.
         loss_names: names for a tuple of component losses returned by the network.
         log_memory: log device and host memory.
+        telemetry_interval: seconds between hardware samples taken off the training thread
+            (host CPU/memory, device memory, NVML GPUs, ``npu-smi``; see :mod:`monitor_cb.telemetry`),
+            attached to the last logged step; None or 0 turns the sampler off.
+        notify: channel settings (a ``notify.toml`` path or a ``NotifyConfig``, see
+            ``docs/NOTIFICATIONS.md``): rank 0 sends the guard's stop decision from a background
+            thread. Checked here, before training starts.
     """
 
     def __init__(
@@ -94,6 +100,8 @@ class LiveMonitor(Callback):
         layout: str | None = None,
         loss_names: Sequence[str] | None = None,
         log_memory: bool = True,
+        telemetry_interval: float | None = 1.0,
+        notify: Any = None,
     ) -> None:
         super().__init__()
         if log_dir is None and log_file is None:
@@ -114,6 +122,13 @@ class LiveMonitor(Callback):
         self.layout = None if layout is None else check_layout(layout)
         self.loss_names = tuple(loss_names) if loss_names else None
         self.log_memory = log_memory
+        if telemetry_interval is not None and telemetry_interval < 0:
+            raise ValueError(f"telemetry_interval must be >= 0 seconds or None, got {telemetry_interval!r}")
+        self.telemetry_interval = telemetry_interval or None
+        self.notify_config = _load_notify_config(notify)
+        self._sampler: Any = None
+        self._notifier: Any = None
+        self._last_logged_step: int | None = None
         self.writer: MetricsWriter | None = None
         self._warned: set[str] = set()
         self.stop_reason: str | None = None
@@ -149,6 +164,7 @@ class LiveMonitor(Callback):
     def _begin(self, cb: Any) -> None:
         self._close("finished", None)  # a previous train() call's writer, if on_train_end never came
         self.stop_reason = None
+        self._last_logged_step = None
         self.guard = NanGuard(self.guard.on_nan, self.guard.patience, self.guard.max_grad_norm)
         self._watch_every_step = self.guard.on_nan == "stop" or self.guard.watches_grad_norm
         network = cb.get("train_network")
@@ -173,6 +189,28 @@ class LiveMonitor(Callback):
             run_name=self.run_name,
             extra_meta=self._run_meta(cb, network, device_id),
         )
+        self._start_telemetry()
+        if self.notify_config is not None and rank == 0:
+            from monitor_cb.notify.training import TrainingNotifier, run_id_for
+
+            self._notifier = TrainingNotifier(
+                self.notify_config, run=run_id_for(self.writer.path.parent), run_name=self.run_name
+            )
+
+    def _start_telemetry(self) -> None:
+        if not self.telemetry_interval or self.writer is None:
+            return
+        from monitor_cb.telemetry import TelemetrySampler
+
+        writer = self.writer
+
+        def emit(step: int | None, sample: dict[str, float]) -> None:
+            if step is not None:  # nothing logged yet (compiling): a row needs a step
+                writer.log_dict(sample, step=step)
+
+        # Samples join the last logged step's row, so they line up with step time without adding rows.
+        self._sampler = TelemetrySampler(emit, lambda: self._last_logged_step, interval=self.telemetry_interval)
+        self._sampler.start()
 
     def _run_meta(self, cb: Any, network: Any, device_id: int | None) -> Metrics:
         epochs, per_epoch = cb.get("epoch_num"), _steps_per_epoch(cb)
@@ -245,6 +283,7 @@ class LiveMonitor(Callback):
         for read in self._memory:
             record.update(read())
         self.writer.log_dict(record, step=step)
+        self._last_logged_step = step
 
     def _learn_shapes(self, cb: Any) -> None:
         element = cb.get("train_dataset_element")
@@ -272,10 +311,20 @@ class LiveMonitor(Callback):
             self.writer.log(step=step, event="guard_stop", reason=reason)
             self.writer.update_meta(reason=reason)
             self.writer.flush()
+        if self._notifier is not None:
+            self._notifier.guard_stopped(step, reason)
         run_context.request_stop()
 
     def _close(self, status: str, reason: str | None) -> None:
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
         writer, self.writer = self.writer, None
+        notifier, self._notifier = self._notifier, None
+        if notifier is not None:
+            notifier.close(timeout=15)  # bounded: the process may exit right after training
+            if writer is not None and notifier.delivered:
+                writer.update_meta(notified=sorted(notifier.delivered))  # the watcher won't repeat them
         if writer is not None:
             writer.close(status, reason)
 
@@ -289,6 +338,15 @@ class LiveMonitor(Callback):
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(message, MonitorWarning, stacklevel=3)
+
+
+def _load_notify_config(notify: Any) -> Any:
+    """None, or checked notification settings (a bad file raises before training starts)."""
+    if notify is None:
+        return None
+    from monitor_cb.notify.config import NotifyConfig, load_config
+
+    return notify if isinstance(notify, NotifyConfig) else load_config(notify)
 
 
 def _steps_per_epoch(cb: Any) -> int | None:

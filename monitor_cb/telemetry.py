@@ -24,6 +24,29 @@ import time
 from collections.abc import Callable, Iterable
 
 Sample = dict[str, float]
+
+# Every key a sample can hold: a record made only of these (plus step/t/rank/seg) is a telemetry sample.
+TELEMETRY_KEYS = frozenset(
+    {
+        "sys_cpu_percent",
+        "sys_mem_percent",
+        "proc_cpu_percent",
+        "mem_host_rss",
+        "mem_device",
+        "mem_device_peak",
+        "mem_device_reserved",
+        "gpu_util",
+        "gpu_mem_util",
+        "gpu_mem_used",
+        "gpu_mem_total",
+        "npu_util",
+        "npu_mem_util",
+        "npu_mem_total_mb",
+        "npu_ddr_util",
+        "npu_aicpu_util",
+        "npu_mem_bw_util",
+    }
+)
 Source = Callable[[], Sample]
 
 _NPU_KEYS = {

@@ -12,6 +12,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from monitor_cb.record import decode_record
+from monitor_cb.telemetry import TELEMETRY_KEYS
 
 ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
 
@@ -91,9 +92,26 @@ def _host(value: Any) -> Any:
     return float(value.asnumpy()) if hasattr(value, "asnumpy") else value
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Decoded records of a metrics file (``"NaN"`` -> float nan)."""
-    return [decode_record(json.loads(line)) for line in path.read_text().splitlines()]
+def is_telemetry(record: dict[str, Any]) -> bool:
+    """A sampler record: hardware keys only."""
+    return set(record) - {"step", "t", "rank", "seg"} <= TELEMETRY_KEYS
+
+
+def read_raw(path: Path) -> list[dict[str, Any]]:
+    """Parsed lines as written (``"NaN"`` stays a string), telemetry samples left out."""
+    return [r for r in map(json.loads, path.read_text().splitlines()) if not is_telemetry(r)]
+
+
+def read_records(path: Path, telemetry: bool = False) -> list[dict[str, Any]]:
+    """Decoded records of a metrics file (``"NaN"`` -> float nan).
+
+    The 1 Hz telemetry samples (lines holding only hardware keys) are left out unless asked for:
+    whether one lands in a short test run depends on timing.
+    """
+    records = [decode_record(json.loads(line)) for line in path.read_text().splitlines()]
+    if telemetry:
+        return records
+    return [r for r in records if not is_telemetry(r)]
 
 
 def read_meta(run_dir: Path, stem: str = "metrics") -> dict[str, Any]:

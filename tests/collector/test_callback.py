@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import math
+import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import nn
-from mindspore.train import Model
+from mindspore.train import Callback, Model
 
 from monitor_cb import LiveMonitor, TrainOneStepWithGradNorm
 from monitor_cb.writer import MonitorWarning
@@ -25,6 +26,7 @@ from tests.collector.ms_helpers import (
     dataset,
     host_grad_norm,
     read_meta,
+    read_raw,
     read_records,
     train_records,
 )
@@ -187,7 +189,7 @@ def test_nan_loss_is_recorded_as_the_string_nan_and_warned(tmp_path: Path) -> No
         model.train(1, dataset(8, nan_from=5, poison=True), callbacks=[monitor, recorder])
     assert len(recorder.steps) == 8  # warn mode keeps training
     assert math.isnan(recorder.outputs[4]) and not math.isnan(recorder.outputs[3])
-    raw = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    raw = read_raw(tmp_path / "metrics.jsonl")
     assert [(r["step"], r["loss"]) for r in raw] == [
         (2, pytest.approx(recorder.outputs[1])),
         (4, pytest.approx(recorder.outputs[3])),
@@ -207,7 +209,7 @@ def test_stop_option_stops_within_one_step_and_says_why(tmp_path: Path) -> None:
         "non-finite loss at step 7: stopping training (stopped: non-finite loss at step 7)",
     ]
     assert recorder.steps == [1, 2, 3, 4, 5, 6, 7]  # second consecutive NaN at 7: stop after that step
-    raw = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    raw = read_raw(tmp_path / "metrics.jsonl")
     assert [(r["step"], r.get("loss"), r.get("event")) for r in raw] == [
         (6, "NaN", None),
         (7, "NaN", None),
@@ -363,3 +365,36 @@ def test_max_grad_norm_without_a_norm_warns_once(tmp_path: Path) -> None:
         model.train(1, dataset(3), callbacks=[LiveMonitor(tmp_path, log_interval=1, max_grad_norm=10.0)])
     assert len(caught) == 1
     assert len(read_records(tmp_path / "metrics.jsonl")) == 3
+
+
+class SlowSteps(Callback):
+    """Makes each step last ``seconds`` so the sampler gets to run during a short test."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        time.sleep(self.seconds)  # the test is about wall time: steps must take some
+
+
+def test_telemetry_samples_join_the_last_logged_step(tmp_path: Path) -> None:
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), 0.01))
+    monitor = LiveMonitor(tmp_path, log_interval=2, telemetry_interval=0.05)
+    model.train(1, dataset(12), callbacks=[monitor, SlowSteps(0.05)])
+    everything = read_records(tmp_path / "metrics.jsonl", telemetry=True)
+    logged_steps = {r["step"] for r in everything if "loss" in r}
+    samples = [r for r in everything if "sys_cpu_percent" in r]
+    assert len(samples) >= 3
+    assert {r["step"] for r in samples} <= logged_steps, "samples carry a step that has a train record"
+    assert all(r["mem_host_rss"] > 0 and 0 <= r["sys_mem_percent"] <= 100 for r in samples)
+    assert read_meta(tmp_path)["status"] == "finished"
+
+
+def test_telemetry_off(tmp_path: Path) -> None:
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), 0.01))
+    model.train(
+        1, dataset(6), callbacks=[LiveMonitor(tmp_path, log_interval=2, telemetry_interval=None), SlowSteps(0.02)]
+    )
+    assert not [r for r in read_records(tmp_path / "metrics.jsonl", telemetry=True) if "sys_cpu_percent" in r]
