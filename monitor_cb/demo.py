@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--on-nan", choices=("warn", "stop"), default="warn", help="NaN guard mode (default warn)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--notify", default=None, help="notification settings file (docs/NOTIFICATIONS.md): say when the guard stops"
+    )
 
 
 def parse_injections(specs: list[str], steps: int) -> dict[str, int]:
@@ -89,7 +92,9 @@ def _train(run_dir: Path, epochs: int, per_epoch: int, injections: dict[str, int
     cfg = DemoConfig(steps_per_epoch=per_epoch)
     model, train, evaluation = build_model(epochs * per_epoch, cfg, FaultPlan(**injections), seed=args.seed)
     config = {**cfg.__dict__, "epochs": epochs, "optimizer": "Momentum(0.9)", "inject": injections, "seed": args.seed}
-    monitor = LiveMonitor(run_dir, log_interval=args.log_interval, config=config, on_nan=args.on_nan)
+    monitor = LiveMonitor(
+        run_dir, log_interval=args.log_interval, config=config, on_nan=args.on_nan, notify=getattr(args, "notify", None)
+    )
     model.fit(epochs, train, evaluation, callbacks=[monitor], dataset_sink_mode=False)
     return monitor
 
