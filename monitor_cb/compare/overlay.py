@@ -184,7 +184,9 @@ def _add_run(
     ref_dx: float | None,
     lo_hi: tuple[float, float] | None,
 ) -> None:
-    smooth = smooth_on_grid(curve.xn, curve.y, settings.smoothing, ref_dx) if settings.smoothing > 0 else None
+    sparse = metric.startswith("eval_")  # a handful of eval points: drawn raw with markers, as on the live page
+    smoothing = 0.0 if sparse else settings.smoothing
+    smooth = smooth_on_grid(curve.xn, curve.y, smoothing, ref_dx) if smoothing > 0 else None
     picked = grid_indices(curve.xn, curve.y, edges)
     if lo_hi is not None:  # zoomed: the rows inside the range plus one neighbour each side
         inside = np.flatnonzero((curve.xn >= lo_hi[0]) & (curve.xn <= lo_hi[1]))
@@ -195,7 +197,7 @@ def _add_run(
     x, y = curve.x[picked], curve.y[picked]
     label = plotly_text(run.label)
     visible: Any = "legendonly" if run.id in settings.hidden else True
-    common = {"legendgroup": run.id, "visible": visible, "mode": "lines"}
+    common = {"legendgroup": run.id, "visible": visible, "mode": "lines+markers" if sparse else "lines"}
     drawn_y = _drawable(y, settings.log_y)
     if smooth is not None:
         fig.add_trace(

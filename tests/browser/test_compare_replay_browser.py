@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from monitor_cb.samples import write_sample_runs
+from monitor_cb.writer import MetricsWriter
 from tests.browser.harness import REPO, _healthy, browser_missing, chromium_page, free_port, poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -62,13 +63,33 @@ def app_server(root: Path, log_file: Path) -> Iterator[str]:
             proc.wait()
 
 
+class LiveRun:
+    """A run still training: it keeps writing while the compare page is open."""
+
+    def __init__(self, root: Path) -> None:
+        self.writer = MetricsWriter(root / "live", rank=0, world_size=1, fsync_interval=0)
+        self.step = 0
+
+    def write(self, n: int) -> int:
+        for _ in range(n):
+            self.step += 1
+            self.writer.log(
+                step=self.step, loss=3.0 * math.exp(-self.step / 200) + 0.2, lr=1e-3, samples=self.step * 32
+            )
+        assert self.writer.flush(5.0)
+        return self.step
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, LiveRun]]:
     tmp = tmp_path_factory.mktemp("compare-browser")
     root = tmp / "logs"
     write_sample_runs(root, n_runs=3, steps=600, seed=0)
+    live = LiveRun(root)
+    live.write(100)
     with app_server(root, tmp / "streamlit.log") as url:
-        yield url, tmp
+        yield url, tmp, live
+    live.writer.close()
 
 
 JS_GROUPS = """
@@ -91,8 +112,8 @@ def n_charts(page: Any) -> int:
     return page.locator(".js-plotly-plot").count()
 
 
-def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path]) -> None:
-    url, _ = server
+def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRun]) -> None:
+    url, _, _ = server
     SHOTS.mkdir(exist_ok=True)
     # compare is the test entry's default page, so it is served at "/"
     query = "&".join(f"runs={r}" for r in RUNS) + "&metric=loss&metric=eval_loss&align=step&smooth=0.6"
@@ -127,8 +148,8 @@ def _slider_step(page: Any) -> int | None:
     return int(float(value)) if value else None
 
 
-def test_replay_plays_jumps_and_takes_an_upload(server: tuple[str, Path]) -> None:
-    url, tmp = server
+def test_replay_plays_jumps_and_takes_an_upload(server: tuple[str, Path, LiveRun]) -> None:
+    url, tmp, _ = server
     SHOTS.mkdir(exist_ok=True)
     with chromium_page() as page:
         page.goto(f"{url}/replay?run={RUNS[1]}", wait_until="domcontentloaded")
@@ -164,3 +185,34 @@ def test_replay_plays_jumps_and_takes_an_upload(server: tuple[str, Path]) -> Non
         poll(lambda: n_charts(page) >= 1 and _slider_step(page) == 300, timeout=30, what="the uploaded run")
         page.screenshot(path=str(SHOTS / "replay-upload.png"), full_page=True)
         assert not list((tmp / "logs").glob("**/article*")), "the upload is never written under the log root"
+
+
+JS_MAX_X = """
+([key, group]) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  if (!gd || !gd._fullData) return null;
+  let best = null;
+  for (const t of gd._fullData) {
+    if (t.legendgroup !== group || !t.x) continue;
+    for (let i = 0; i < t.x.length; i++) { const v = Number(t.x[i]); if (best === null || v > best) best = v; }
+  }
+  return best;
+}
+"""
+
+
+def test_compare_keeps_a_training_run_updating(server: tuple[str, Path, LiveRun]) -> None:
+    url, _, live = server
+    SHOTS.mkdir(exist_ok=True)
+    with chromium_page() as page:
+        page.goto(f"{url}/?runs=live&runs={RUNS[0]}&metric=loss", wait_until="domcontentloaded")
+        page.get_by_text("1 s", exact=True).click()  # the live page's refresh control
+        poll(lambda: (page.evaluate(JS_MAX_X, ["chart_cmp_0", "live"]) or 0) >= live.step, timeout=45, what="live run")
+        for _ in range(2):
+            last = live.write(25)
+            poll(
+                lambda last=last: (page.evaluate(JS_MAX_X, ["chart_cmp_0", "live"]) or 0) >= last,
+                timeout=10,
+                what=f"step {last} of the training run on the compare chart",
+            )
+        page.screenshot(path=str(SHOTS / "compare-live.png"), full_page=True)
