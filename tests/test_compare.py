@@ -319,3 +319,23 @@ def test_replay_figures_grow_and_window_marks_the_step() -> None:
     item = replay.Notable(120, "spike", "x")
     figs = replay.replay_figures(f, None, replay.window_rows(f, 120), marker=item)
     assert any(s.x0 == 120 for s in figs[0].layout.shapes)
+
+
+def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:
+    steps = np.repeat(np.arange(1, 6), 2)
+    f = pd.DataFrame(
+        {
+            "step": steps,
+            "t": 1000.0 + steps,
+            "rank": np.tile([0, 1], 5),
+            "seg": 1,
+            "loss": [5, 50, 4, 40, 3, 30, 2, np.nan, 1, 10],
+        }
+    )
+    run = RunData("r", "r", f)
+    figs, _ = overlay_figures([run], CompareSettings(metrics=("loss",), smoothing=0.0))
+    line = next(t for t in figs["loss"].data if t.name == "r")
+    assert np.nanmax(np.asarray(line.y, float)) == 5, "rank 0 drawn, rank 1 left out"
+    row = summary_row(run, None, now=0.0)
+    assert row["first non-finite step"] == 4, "a NaN on rank 1 counts"
+    assert row["min loss"] == 1 and row["steps"] == 5

@@ -152,3 +152,29 @@ def test_legend_hidden_run_is_hidden_in_every_chart(samples: Path) -> None:
     for fig in charts(at):
         states = {t["legendgroup"]: t.get("visible", True) for t in fig["data"]}
         assert states[RUNS[0]] == "legendonly" and states[RUNS[1]] is True
+
+
+def test_downloads_offered(samples: Path) -> None:
+    at = run_app({"runs": list(RUNS[:2])})
+    assert_ok(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["CSV (all points)", "Parquet (all points)", "HTML report (opens offline)"]
+
+
+def test_hostile_run_name_is_inert(log_root: Path) -> None:
+    from monitor_cb.samples import RunSpec, write_run
+
+    hostile = "<script>alert(1)</script> **bold** [link](http://x)"
+    write_run(log_root, RunSpec(name="evil", steps=120, eval_every=40))
+    meta_path = log_root / "evil" / "metrics.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["name"] = hostile
+    meta_path.write_text(json.dumps(meta))
+    write_run(log_root, RunSpec(name="good", steps=120, eval_every=40, lr=1e-4))
+    at = run_app({"runs": ["evil", "good"], "mode": "side"})
+    assert_ok(at)
+    shown = "\n".join(m.value for m in at.markdown)
+    assert "<script>" not in shown and "\\*\\*bold\\*\\*" in shown, "Markdown escaped"
+    at.radio(key="cmp_mode").set_value("overlay").run()
+    names = [t.get("name", "") for fig in charts(at) for t in fig["data"]]
+    assert any("&lt;script&gt;" in n for n in names) and not any("<script>" in n for n in names)
