@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages.compare_page import compare_page
 from pages.live_page import live_page
+from pages.replay_page import replay_page
 from pages.runs_page import runs_page
 
 
@@ -23,6 +25,8 @@ def main() -> None:
     page = st.navigation(
         [
             st.Page(live_page, title="Live", icon=":material/monitoring:", url_path="live", default=True),
+            st.Page(compare_page, title="Compare", icon=":material/stacked_line_chart:", url_path="compare"),
+            st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
         ]
     )

@@ -203,12 +203,24 @@ KPI_COLUMNS = ("epoch", "loss", "lr", "throughput", "grad_norm")
 
 def _kpi_value(df: pd.DataFrame, column: str, logged: Mapping[str, np.ndarray] | None) -> float | None:
     """The value a tile shows: the last logged one (a NaN when NaN was logged last) given a mask."""
-    if logged is not None and column in logged:
-        from monitor_cb.analysis.series import latest
+    if column not in df.columns:
+        return None
+    # Look at the newest rows first: on a 1M-row run the value is almost always among them.
+    for start in (max(0, len(df) - _KPI_TAIL), 0):
+        tail = df.iloc[start:]
+        if logged is not None and column in logged:
+            from monitor_cb.analysis.series import latest
 
-        found = latest(df, column, logged)
-        return None if found is None else found[1]
-    return _last_value(df, column)
+            found = latest(tail, column, {column: np.asarray(logged[column])[start:]})
+            value = None if found is None else found[1]
+        else:
+            value = _last_value(tail, column)
+        if value is not None or start == 0:
+            return value
+    return None  # pragma: no cover - the loop returns at start == 0
+
+
+_KPI_TAIL = 4096
 
 
 def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None) -> Kpis:
@@ -255,6 +267,9 @@ def format_value(value: float | None, digits: int = 4) -> str:
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e6):
+        mantissa, exponent = f"{value:.{max(digits - 1, 0)}e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 4.39e-4: fits a KPI tile
     return f"{value:.{digits}g}"
 
 

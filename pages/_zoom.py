@@ -21,23 +21,26 @@ CHART_KEY_PREFIX = "chart_"
 
 _JS = """
 export default function (component) {
-  const { setTriggerValue } = component;
+  // One listener per chart for the page's lifetime, always sending through the newest mount's
+  // setTriggerValue (a remount must neither stack listeners nor leave them with a stale sender).
+  const reg = (window.__monitorChartEvents = window.__monitorChartEvents || { send: null });
+  reg.send = component.setTriggerValue;
   const PREFIX = "st-key-chart_";
-  const seen = new WeakSet();
   const chartKey = (gd) => {
     const holder = gd.closest('[class*="' + PREFIX + '"]');
     if (!holder) return null;
     const cls = Array.from(holder.classList).find((c) => c.startsWith(PREFIX));
     return cls ? cls.slice("st-key-".length) : null;
   };
+  const send = (name, value) => { if (reg.send) reg.send(name, value); };
   const attach = (gd) => {
-    if (seen.has(gd) || typeof gd.on !== "function") return;
-    seen.add(gd);
+    if (gd.__monitorAttached || typeof gd.on !== "function") return;
+    gd.__monitorAttached = true;
     gd.on("plotly_relayout", (ev) => {
       const key = chartKey(gd);
       if (!key || !ev) return;
       if (ev["xaxis.autorange"] === true) {
-        setTriggerValue("zoom", { chart: key, reset: true });
+        send("zoom", { chart: key, reset: true });
         return;
       }
       let x0 = ev["xaxis.range[0]"];
@@ -45,15 +48,13 @@ export default function (component) {
       if (x0 === undefined && Array.isArray(ev["xaxis.range"])) {
         [x0, x1] = ev["xaxis.range"];
       }
-      if (x0 !== undefined && x1 !== undefined) {
-        setTriggerValue("zoom", { chart: key, x0: x0, x1: x1 });
-      }
+      if (x0 !== undefined && x1 !== undefined) send("zoom", { chart: key, x0: x0, x1: x1 });
     });
     gd.on("plotly_restyle", () => {
       const key = chartKey(gd);
       if (!key || !Array.isArray(gd.data)) return;
       const hidden = gd.data.filter((t) => t.visible === "legendonly" && t.name).map((t) => t.name);
-      setTriggerValue("legend", { chart: key, hidden: hidden });
+      send("legend", { chart: key, hidden: hidden });
     });
   };
   const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);
@@ -70,7 +71,11 @@ _listener = st.components.v2.component("monitor_cb_chart_events", js=_JS, css=_C
 
 
 def chart_events(key: str = "chart_events") -> tuple[Any, Any]:
-    """Mount the listener (invisible) and return this run's ``(zoom_event, legend_event)``, None when none."""
+    """Mount the listener (invisible) and return this run's ``(zoom_event, legend_event)``, None when none.
+
+    Mount it outside the refresh fragment: an event then reruns the whole page, which lets the page
+    write the zoom into the step inputs before they are drawn.
+    """
     result = _listener(key=key, on_zoom_change=_ignore, on_legend_change=_ignore)
     if result is None:
         return None, None

@@ -44,6 +44,10 @@ def live_page() -> None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
     frame = read_frame(store, selection.run.id)
+    _reset_zoom_on_run_change(selection.run.id)
+    zoom_event, legend_event = chart_events()
+    if frame is not None:
+        apply_chart_events(frame, st.session_state.get("x_axis") or "step", zoom_event, legend_event)
     settings = chart_controls(frame, selection.run.id)
     columns = frozenset(frame.columns) if frame is not None else frozenset()
     live_fragment(store, selection.run.id, settings, selection.refresh_s, frozenset(r.id for r in runs), columns)
@@ -67,7 +71,6 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in view.PANELS}
-    _reset_zoom_on_run_change(run_id)
 
     c1, c2, c3, c4 = st.columns([3, 2, 1, 4], vertical_alignment="bottom")
     smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
@@ -190,16 +193,13 @@ def _live_body(
         return
     if frozenset(frame.columns) != columns:
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
-    zoom_event, legend_event = chart_events()
-    if _apply_events(frame, settings, zoom_event, legend_event):
-        st.rerun(scope="app")  # redraw the step inputs with the new zoom
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
     data = process(store, run, frame, settings, zoom_state(), time.time(), cache)
     show(data)
 
 
-def _apply_events(frame: pd.DataFrame, settings: view.ChartSettings, zoom_event: Any, legend_event: Any) -> bool:
-    """Turn browser events into session state; True when the zoom changed."""
+def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend_event: Any) -> bool:
+    """Turn browser events into session state (before the step inputs are drawn); True when the zoom changed."""
     from monitor_cb.analysis.series import x_axis
 
     if legend_event is not None:
@@ -209,7 +209,7 @@ def _apply_events(frame: pd.DataFrame, settings: view.ChartSettings, zoom_event:
     if zoom_event is None or len(frame) == 0:
         return False
     try:
-        xa = x_axis(frame, settings.x)
+        xa = x_axis(frame, x_kind)
     except KeyError:
         return False
     state = zoom_state()
@@ -272,7 +272,9 @@ def show(data: LiveData) -> None:
     if bad:
         st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon="⚠️")
     if data.run.status in ("failed", "stopped", "crashed") and getattr(data.run, "reason", None):
-        st.error(f"Run {data.run.status}: {_shared.md(data.run.reason)}")
+        reason = str(data.run.reason)
+        prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "
+        st.error(f"Run {prefix}{_shared.md(reason)}")
     if data.banner:
         st.error(data.banner, icon="🚨")
     if data.empty:
@@ -296,11 +298,9 @@ def show_kpis(k: view.Kpis, run: Any) -> None:
     cols[5].metric("Grad norm", view.format_value(k.grad_norm), **_red_if_nonfinite(k.grad_norm))
     cols[6].metric("Elapsed", view.format_duration(k.elapsed_s), delta=run.status, delta_color="off", delta_arrow="off")
     if k.stale:
-        cols[7].metric(
-            "Last update", view.format_age(k.age_s) + " ago", delta="stale", delta_color="red", delta_arrow="off"
-        )
+        cols[7].metric("Since update", view.format_age(k.age_s), delta="stale", delta_color="red", delta_arrow="off")
     else:
-        cols[7].metric("Last update", view.format_age(k.age_s) + " ago")
+        cols[7].metric("Since update", view.format_age(k.age_s), help="Time since the run's files last changed")
 
 
 def _step_delta(k: view.Kpis) -> dict[str, Any]:

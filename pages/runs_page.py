@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -24,13 +25,19 @@ def runs_page() -> None:
         st.stop()
     st.title("Runs")
     text = st.text_input("Filter runs", key="runs_filter", placeholder="name, status…")
-    st.dataframe(runs_table(view.filter_runs(runs, text), time.time()), hide_index=True, width="stretch")
+    st.dataframe(
+        runs_table(view.filter_runs(runs, text), time.time()),
+        hide_index=True,
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="live view")},
+    )
 
 
 def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
-    """One row per run; st.dataframe shows the cells as plain text."""
+    """One row per run; st.dataframe shows the cells as plain text, ``open`` links to the live page."""
     return pd.DataFrame(
         {
+            "open": [f"live?{urlencode({_shared.QUERY_RUN: r.id})}" for r in runs],
             "run": [r.id for r in runs],
             "status": [f"{view.STATUS_ICONS.get(r.status, '')} {r.status}" for r in runs],
             "last step": [r.last_step for r in runs],

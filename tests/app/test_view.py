@@ -229,3 +229,31 @@ def test_compact_figure_sends_32_bit_arrays_and_a_small_template() -> None:
     spec = plotly.io.to_json(figs["loss_lr"], validate=False)
     assert '"dtype":"f4"' in spec and '"dtype":"i4"' in spec and '"f8"' not in spec
     assert len(spec) < 60_000
+
+
+def test_kpi_of_a_column_last_logged_long_ago() -> None:
+    n = 10_000
+    eval_loss = np.full(n, np.nan)
+    eval_loss[100] = 0.7  # logged once, long before the newest rows
+    df = frame(n, eval_loss=eval_loss)
+    assert view._kpi_value(df, "eval_loss", None) == 0.7
+    assert view._kpi_value(df, "eval_loss", {"eval_loss": ~np.isnan(eval_loss)}) == 0.7
+    assert view._kpi_value(df, "missing", None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "–"),
+        (math.nan, "NaN"),
+        (-math.inf, "-inf"),
+        (0.0, "0"),
+        (2.30215, "2.302"),
+        (4.39e-4, "4.39e-4"),
+        (1e-3, "1e-3"),
+        (1234567.0, "1.235e6"),
+        (812.5, "812.5"),
+    ],
+)
+def test_format_value(value: float | None, text: str) -> None:
+    assert view.format_value(value, 4 if text != "4.39e-4" else 3) == text
