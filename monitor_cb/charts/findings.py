@@ -1,0 +1,189 @@
+"""Diagnosis findings drawn on a training-curve figure: a line (or a band) per finding, a few labels.
+
+```python
+from monitor_cb.charts.findings import add_findings, step_mapper
+
+fig = dual_axis_figure(frame, x="time", ...)
+add_findings(fig, findings, step_mapper(frame, "time"))
+```
+
+Every finding gets a shape coloured by its severity: a dashed vertical line at ``step``, or a
+shaded band from ``step`` to ``end_step``. Only the ``max_labels`` most severe (then newest)
+findings also get a small label (the kind) whose hover text is the message, so a run with
+hundreds of findings still shows every position without a wall of text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from monitor_cb.charts.style import NONFINITE_COLOR
+
+SEVERITY_COLORS: dict[str, str] = {"info": "#17becf", "warning": "#f0a202", "error": NONFINITE_COLOR}
+BAND_OPACITY = 0.12
+LINE_OPACITY = 0.8
+MAX_LABELS = 6
+MAX_HOVER_CHARS = 300
+FINDING_SHAPE_PREFIX = "finding:"  # shape names start with it, so tests and callers can tell them apart
+
+StepToX = Callable[[int], Any]
+
+
+def add_findings(
+    fig: go.Figure,
+    findings: Sequence[Any],
+    x_of_step: StepToX | None = None,
+    *,
+    max_labels: int = MAX_LABELS,
+    kinds: Collection[str] | None = None,
+) -> go.Figure:
+    """Mark each finding on ``fig`` and return it (changed in place).
+
+    Args:
+        fig: any figure with an ``x`` axis (``dual_axis_figure`` and friends).
+        findings: :class:`monitor_cb.diagnosis.Finding` objects (anything with ``kind``, ``severity``,
+            ``step``, ``end_step``, ``rank`` and ``message``).
+        x_of_step: maps a step to the chart's x value when the x axis is not the step (wall time,
+            samples): see :func:`step_mapper`. A finding it maps to None or NaN is skipped.
+        max_labels: at most this many findings get a label (most severe first, then newest); every
+            finding keeps its line or band.
+        kinds: only findings of these kinds (None = all), e.g. the loss chart shows ``loss_spike``.
+    """
+    placed = []
+    for finding in findings:
+        if kinds is not None and finding.kind not in kinds:
+            continue
+        x0 = _x(finding.step, x_of_step)
+        if x0 is None:
+            continue
+        end = finding.end_step
+        x1 = _x(end, x_of_step) if end is not None and end != finding.step else None
+        placed.append((finding, x0, x1))
+    for finding, x0, x1 in placed:
+        _add_shape(fig, finding, x0, x1)
+    labelled = sorted(placed, key=lambda p: (-_level(p[0].severity), -p[0].step))[: max(0, max_labels)]
+    for finding, x0, _x1 in labelled:
+        _add_label(fig, finding, x0)
+    return fig
+
+
+def step_mapper(frame: pd.DataFrame, x_kind: str = "step") -> StepToX | None:
+    """A step -> x function for a chart of ``frame`` drawn against ``x_kind``; None for the step axis.
+
+    A step is placed at the first logged row at or after it (the last row for a later step), so a
+    finding lands on the point it is about, on datetime and numeric axes alike.
+    """
+    if x_kind == "step":
+        return None
+    from monitor_cb.analysis.series import x_axis
+
+    xa = x_axis(frame, x_kind)
+    steps = frame["step"].to_numpy()
+    values = xa.values
+    ok = ~pd.isna(values) if xa.is_datetime else np.isfinite(np.asarray(values, dtype=float))
+    steps, values = steps[ok], values[ok]
+    if len(steps) == 0:
+        return lambda step: None
+    order = np.argsort(steps, kind="stable")
+    steps, values = steps[order], values[order]
+
+    def x_of_step(step: int) -> Any:
+        i = min(int(np.searchsorted(steps, step, side="left")), len(steps) - 1)
+        value = values[i]
+        return pd.Timestamp(value).round("ms") if xa.is_datetime else float(value)
+
+    return x_of_step
+
+
+def _x(step: int, x_of_step: StepToX | None) -> Any:
+    value = step if x_of_step is None else x_of_step(step)
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    if isinstance(value, np.datetime64):
+        return pd.Timestamp(value).round("ms")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _level(severity: str) -> int:
+    return {"info": 0, "warning": 1, "error": 2}.get(severity, 0)
+
+
+def _add_shape(fig: go.Figure, finding: Any, x0: Any, x1: Any | None) -> None:
+    color = SEVERITY_COLORS.get(finding.severity, SEVERITY_COLORS["info"])
+    name = f"{FINDING_SHAPE_PREFIX}{finding.kind}"
+    if x1 is None:
+        fig.add_shape(
+            type="line",
+            name=name,
+            xref="x",
+            x0=x0,
+            x1=x0,
+            yref="paper",
+            y0=0,
+            y1=1,
+            opacity=LINE_OPACITY,
+            line={"color": color, "width": 1, "dash": "dash"},
+        )
+    else:
+        fig.add_shape(
+            type="rect",
+            name=name,
+            xref="x",
+            x0=x0,
+            x1=x1,
+            yref="paper",
+            y0=0,
+            y1=1,
+            fillcolor=color,
+            opacity=BAND_OPACITY,
+            line={"width": 0},
+            layer="below",
+        )
+
+
+def _add_label(fig: go.Figure, finding: Any, x0: Any) -> None:
+    color = SEVERITY_COLORS.get(finding.severity, SEVERITY_COLORS["info"])
+    fig.add_annotation(
+        x=x0,
+        xref="x",
+        y=1,
+        yref="paper",
+        yanchor="top",
+        xanchor="center",
+        textangle=-90,
+        text=_plain(finding.kind),
+        hovertext=hover_text(finding),
+        showarrow=False,
+        font={"color": color, "size": 10},
+        bgcolor="rgba(255,255,255,0.7)",
+    )
+
+
+def hover_text(finding: Any) -> str:
+    """``ERROR nan @ step 412 (rank 3)<br>message``: the finding's text escaped (plotly reads a subset of HTML)."""
+    where = f"step {finding.step:,}"
+    if finding.end_step is not None and finding.end_step != finding.step:
+        where += f"–{finding.end_step:,}"
+    if finding.rank is not None:
+        where += f" (rank {finding.rank})"
+    message = str(finding.message)
+    if len(message) > MAX_HOVER_CHARS:
+        message = message[: MAX_HOVER_CHARS - 1] + "…"
+    return f"{_plain(finding.severity.upper())} {_plain(finding.kind)} @ {where}<br>{_plain(message)}"
+
+
+def _plain(text: str) -> str:
+    # plotly.js renders <b>, <a href>, <br> ... in text: escape so run content stays text.
+    return html.escape(" ".join(str(text).split()), quote=False)
+
+
+__all__ = ["MAX_LABELS", "SEVERITY_COLORS", "add_findings", "hover_text", "step_mapper"]
