@@ -1,0 +1,191 @@
+"""What the Settings page shows, as plain data (no Streamlit): threshold groups and the notification setup.
+
+* :func:`settings_groups`: the fields of :class:`~monitor_cb.diagnosis.DiagnosisSettings` grouped by
+  detector, for a form with one enable switch and a few number inputs per detector.
+* :func:`notify_status`: where the notification settings are looked up, what they configure (secrets
+  masked) or why they cannot be read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from monitor_cb.diagnosis.findings import KINDS
+from monitor_cb.diagnosis.settings import DiagnosisSettings
+
+# Field-name prefix -> the detector kind it tunes. Fields without one are general.
+_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("grad_", "grad_explosion"),
+    ("spike_", "loss_spike"),
+    ("lr_", "lr_anomaly"),
+    ("drop_", "throughput_drop"),
+    ("overfit_", "overfitting"),
+    ("sawtooth_", "sawtooth"),
+    ("stall_", "stalled"),
+    ("plateau_", "plateau"),
+)
+KIND_TITLES: dict[str, str] = {
+    "nan": "NaN / Inf",
+    "grad_explosion": "Gradient explosion",
+    "loss_spike": "Loss spike",
+    "lr_anomaly": "Learning-rate anomaly",
+    "throughput_drop": "Throughput drop",
+    "overfitting": "Overfitting",
+    "sawtooth": "Step-time sawtooth",
+    "stalled": "Stalled run",
+    "plateau": "Loss plateau",
+}
+GENERAL = "general"
+
+
+@dataclass(frozen=True)
+class NumberField:
+    """One numeric knob: its name, whether it is a whole number, its default and a sensible input step."""
+
+    name: str
+    integer: bool
+    default: float
+    step: float
+
+
+@dataclass(frozen=True)
+class SettingsGroup:
+    """The knobs of one detector (``kind``), or the general ones (``kind == "general"``)."""
+
+    kind: str
+    title: str
+    fields: tuple[NumberField, ...]
+
+
+def settings_groups() -> list[SettingsGroup]:
+    """General knobs first, then one group per detector kind in :data:`KINDS` order (``nan`` has none)."""
+    defaults = DiagnosisSettings()
+    by_kind: dict[str, list[NumberField]] = {GENERAL: [], **{k: [] for k in KINDS}}
+    for f in fields(DiagnosisSettings):
+        if f.name == "disabled":
+            continue
+        default = getattr(defaults, f.name)
+        integer = f.type == "int"
+        number = NumberField(f.name, integer, default, 1.0 if integer else nice_step(default))
+        by_kind[kind_of_field(f.name)].append(number)
+    groups = [SettingsGroup(GENERAL, "General", tuple(by_kind.pop(GENERAL)))]
+    groups += [SettingsGroup(k, KIND_TITLES.get(k, k), tuple(v)) for k, v in by_kind.items()]
+    return groups
+
+
+def kind_of_field(name: str) -> str:
+    """The detector a settings field belongs to (``"spike_z"`` -> ``"loss_spike"``), or ``"general"``."""
+    for prefix, kind in _PREFIXES:
+        if name.startswith(prefix):
+            return kind
+    return GENERAL
+
+
+def nice_step(value: float) -> float:
+    """An input step about a tenth of ``value``, a power of ten (``0.3`` -> ``0.01``... ``20`` -> ``1``)."""
+    if not value or not math.isfinite(value):
+        return 0.1
+    return 10.0 ** (math.floor(math.log10(abs(value))) - 1)
+
+
+def settings_from_form(values: Mapping[str, Any], enabled: Mapping[str, bool]) -> DiagnosisSettings:
+    """Settings from the form's number inputs and enable switches.
+
+    Raises:
+        ValueError: a value the settings reject; the message names the field.
+    """
+    data = {name: value for name, value in values.items() if value is not None}
+    data["disabled"] = [kind for kind in KINDS if not enabled.get(kind, True)]
+    return DiagnosisSettings.from_dict(data)
+
+
+# ----------------------------------------------------------------------------- notifications
+EXAMPLE_TOML = """\
+# Notification settings for the watcher and the dashboard. Secrets stay in environment variables.
+[notify]
+min_severity = "warning"
+
+[[channels]]
+type = "webhook"                 # or slack, feishu, dingtalk, wecom, email, exec
+name = "team"
+url_env = "MONITOR_WEBHOOK_URL"  # export MONITOR_WEBHOOK_URL='https://...'
+"""
+
+
+@dataclass(frozen=True)
+class NotifyStatus:
+    """Where the notification settings come from and what they say.
+
+    Attributes:
+        path: the settings file found (``$MONITOR_NOTIFY_CONFIG`` or ``<root>/.monitor/notify.toml``), or None.
+        suggested: where to create one when there is none.
+        from_env: whether ``path`` came from ``$MONITOR_NOTIFY_CONFIG``.
+        config: the parsed :class:`~monitor_cb.notify.config.NotifyConfig`, or None (no file, or an error).
+        error: why the file could not be used (secrets never in it), or None.
+    """
+
+    path: Path | None
+    suggested: Path
+    from_env: bool
+    config: Any | None
+    error: str | None
+
+    @property
+    def channels(self) -> list[dict[str, str]]:
+        """The configured channels as table rows of strings, secrets masked."""
+        return channel_rows(self.config.describe()) if self.config is not None else []
+
+
+def notify_status(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> NotifyStatus:
+    """Look up and read the notification settings the way the watcher does; never raises."""
+    from monitor_cb.notify.config import ENV_CONFIG, ConfigError, find_config, load_config
+
+    env = os.environ if env is None else env
+    path = find_config(root, env)
+    suggested = Path(root) / ".monitor" / "notify.toml"
+    from_env = bool(env.get(ENV_CONFIG))
+    if path is None:
+        return NotifyStatus(None, suggested, from_env, None, None)
+    try:
+        config = load_config(path, env)
+    except ConfigError as exc:
+        return NotifyStatus(path, suggested, from_env, None, str(exc))
+    return NotifyStatus(path, suggested, from_env, config, None)
+
+
+def channel_rows(described: list[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """``NotifyConfig.describe()`` rows with one set of columns and string cells (None -> ``""``)."""
+    columns: list[str] = []
+    for row in described:
+        columns += [c for c in row if c not in columns]
+    return [{c: _cell(row.get(c)) for c in columns} for row in described]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+__all__ = [
+    "EXAMPLE_TOML",
+    "KIND_TITLES",
+    "NotifyStatus",
+    "NumberField",
+    "SettingsGroup",
+    "channel_rows",
+    "kind_of_field",
+    "nice_step",
+    "notify_status",
+    "settings_from_form",
+    "settings_groups",
+]
