@@ -50,7 +50,8 @@ K_CACHE = "cmp_view_cache"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
 POINTS = (500, 1000, 2000, 4000)
 SIDE_COLUMNS = 3  # panels per row in side-by-side mode
-CHART_PREFIX = CHART_KEY_PREFIX + "cmp_"
+CHART_PREFIX = CHART_KEY_PREFIX + "cmp_"  # the zoom/legend listener reports charts whose key starts "chart_"
+SIDE_PREFIX = CHART_PREFIX + "side_"
 PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
@@ -244,7 +245,9 @@ def _apply_events(data: Sequence[RunData]) -> bool:
     """Legend clicks (hide a run everywhere) and drags (one x range for all charts); True when changed."""
     zoom, legend = chart_events(key="cmp_chart_events")
     changed = False
-    if isinstance(legend, Mapping) and isinstance(legend.get("hidden"), list):
+    chart = str(legend.get("chart", "")) if isinstance(legend, Mapping) else ""
+    overlay = chart.startswith(CHART_PREFIX) and not chart.startswith(SIDE_PREFIX)  # side panels' legends are metrics
+    if overlay and isinstance(legend, Mapping) and isinstance(legend.get("hidden"), list):
         names = [h for h in legend["hidden"] if isinstance(h, str) and len(h) <= 300][:200]
         hidden = sorted(hidden_runs(data, names))
         if hidden != sorted(st.session_state.get(K_HIDDEN, [])):
@@ -284,8 +287,12 @@ def range_control(result: CompareView) -> None:
     lo, hi = bounds
     current = st.session_state.get(K_RANGE) or (lo, hi)
     value = (_clamp(current[0], lo, hi), _clamp(current[1], lo, hi))
+    step = _slider_step(lo, hi)
     if isinstance(lo, int):
         value = (int(value[0]), int(value[1]))
+    elif isinstance(lo, float):  # a dragged range has 16 digits; show it at the slider's resolution
+        digits = max(0, -math.floor(math.log10(step["step"])))
+        value = (_clamp(round(value[0], digits), lo, hi), _clamp(round(value[1], digits), lo, hi))
     slider_key = f"cmp_range_slider_{result.aligned.kind}"
     st.session_state[slider_key] = value  # the shared range is the truth; a drag may have moved it
     r1, r2 = st.columns([8, 1], vertical_alignment="bottom")
@@ -294,7 +301,7 @@ def range_control(result: CompareView) -> None:
         min_value=lo,
         max_value=hi,
         key=slider_key,
-        **_slider_step(lo, hi),
+        **step,
         on_change=_range_moved,
         args=(slider_key, lo, hi),
     )
@@ -347,7 +354,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
                 column.markdown(f"**{_shared.md(run.label)}** · {_shared.md(run.status)}")
                 for i, fig in enumerate(result.side[run_id]):
                     column.plotly_chart(
-                        fig, key=f"cmp_side_{start}_{row.index(run_id)}_{i}", config=PLOTLY_CONFIG, theme=None
+                        fig, key=f"{SIDE_PREFIX}{start + row.index(run_id)}_{i}", config=PLOTLY_CONFIG, theme=None
                     )
         return
     if not settings.metrics:

@@ -339,3 +339,15 @@ def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:
     row = summary_row(run, None, now=0.0)
     assert row["first non-finite step"] == 4, "a NaN on rank 1 counts"
     assert row["min loss"] == 1 and row["steps"] == 5
+
+
+def test_side_by_side_zoom_is_drawn_at_full_resolution() -> None:
+    from monitor_cb.compare.overlay import align_runs, side_by_side_figures
+
+    run = RunData("r", "r", frame(np.arange(1, 20_001), np.sin(np.arange(20_000) / 50), lr=np.full(20_000, 1e-3)))
+    aligned = align_runs([run], "step").x["r"]
+    zoomed = side_by_side_figures(run, CompareSettings(n_points=500, x_range=(1000, 2000)), aligned)
+    xs = np.concatenate([np.asarray(t.x, float) for t in zoomed[0].data if t.name == "loss"])
+    assert xs.min() == 999 and xs.max() == 2001 and xs.size == 1003, "every step of the zoom, one neighbour each side"
+    whole = side_by_side_figures(run, CompareSettings(n_points=500), aligned)
+    assert np.asarray(whole[0].data[1].x).size < 2000, "downsampled without a zoom"

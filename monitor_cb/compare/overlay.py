@@ -33,6 +33,7 @@ from monitor_cb.compare.align import (
 from monitor_cb.compare.colors import run_colors
 
 DEFAULT_POINTS = 1000  # grid bins per chart; each bin draws up to two points per run
+ZOOM_FULL_POINTS = 5000  # a side-by-side zoom this narrow (in rows) is drawn point for point
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,9 @@ def side_by_side_figures(
 
     frame, x = _with_x(run.frame, aligned, settings.alignment)
     logged = dict(run.logged) or None
+    rows = _rows_in_range(aligned.numeric(), _numeric_range(settings.x_range))
+    # inside a zoom every point up to ZOOM_FULL_POINTS (then downsampled as usual)
+    n_out = settings.n_points if rows is None else max(settings.n_points, min(rows.size, ZOOM_FULL_POINTS))
     figures = []
     for title, left, right in SIDE_PANELS:
         if not any(m in frame.columns for m in (*left, *right)):
@@ -329,7 +333,8 @@ def side_by_side_figures(
             settings.x_range,
             uirevision,
             logged=logged,
-            n_out=settings.n_points,
+            n_out=n_out,
+            rows=rows,
             title=title,
             height=300,
         )
@@ -337,12 +342,28 @@ def side_by_side_figures(
         figures.append(fig)
     if any(str(c).startswith("eval_") for c in frame.columns):
         fig = eval_figure(
-            frame, x, smoothing=settings.smoothing, x_range=settings.x_range, uirevision=uirevision, logged=logged
+            frame,
+            x,
+            smoothing=settings.smoothing,
+            x_range=settings.x_range,
+            uirevision=uirevision,
+            logged=logged,
+            rows=rows,
+            n_out=n_out,
         )
         set_title(fig, "Eval metrics against train loss", height=300)
         compact_figure(fig)
         figures.append(fig)
     return figures
+
+
+def _rows_in_range(xn: np.ndarray, lo_hi: tuple[float, float] | None) -> np.ndarray | None:
+    """Rows whose x lies in the range plus one neighbour each side (lines reach the edges); None = all."""
+    if lo_hi is None:
+        return None
+    inside = (xn >= lo_hi[0]) & (xn <= lo_hi[1])
+    grown = inside | np.r_[inside[1:], False] | np.r_[False, inside[:-1]]
+    return np.flatnonzero(grown)
 
 
 def set_title(fig: go.Figure, title: str, height: int | None = None) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from monitor_cb.samples import write_sample_runs
 from monitor_cb.writer import MetricsWriter
-from tests.browser.harness import REPO, _healthy, browser_missing, chromium_page, free_port, poll
+from tests.browser.harness import REPO, _healthy, browser_missing, chromium_page, drag_zoom, free_port, poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOTS = Path(__file__).parent / "screenshots"
@@ -134,10 +134,28 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
         assert len(hidden) == 1
         page.screenshot(path=str(SHOTS / "compare-legend-hidden.png"), full_page=True)
 
-        page.goto(f"{url}/?{query.replace('align=step', 'align=wall')}&mode=side", wait_until="domcontentloaded")
+        page.goto(f"{url}/?{query.replace('align=step', 'align=relative')}&mode=side", wait_until="domcontentloaded")
         poll(lambda: n_charts(page) >= 3 * len(RUNS), timeout=45, what="side-by-side panels")
-        assert "mode=side" in page.url and "align=wall" in page.url, "the URL keeps the view"
+        assert "mode=side" in page.url and "align=relative" in page.url, "the URL keeps the view"
         page.screenshot(path=str(SHOTS / "compare-side-by-side.png"), full_page=True)
+
+        # a drag in one run's panel zooms every run's panels to the same x range (linked)
+        drag_zoom(page, "chart_cmp_side_0_0", 0.3, 0.7)
+        ranges = poll(lambda: _linked_ranges(page), timeout=20, what="one x range on every side panel")
+        assert len(ranges) >= 3 * len(RUNS)
+        page.screenshot(path=str(SHOTS / "compare-side-by-side-zoomed.png"), full_page=True)
+
+
+JS_SIDE_RANGES = """
+() => Array.from(document.querySelectorAll('[class*="st-key-chart_cmp_side_"] .js-plotly-plot'))
+  .map((gd) => gd._fullLayout && gd._fullLayout.xaxis.autorange === false ? gd._fullLayout.xaxis.range.join("|") : null)
+"""
+
+
+def _linked_ranges(page: Any) -> list[str] | None:
+    """The x range of every side-by-side panel when all are fixed to the same one, else None."""
+    ranges = page.evaluate(JS_SIDE_RANGES)
+    return ranges if ranges and None not in ranges and len(set(ranges)) == 1 else None
 
 
 def _slider_step(page: Any) -> int | None:
