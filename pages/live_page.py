@@ -290,7 +290,8 @@ def show(data: LiveData) -> None:
 def show_kpis(k: view.Kpis, run: Any) -> None:
     """One row of metric tiles."""
     cols = st.columns(8)
-    cols[0].metric("Step", "–" if k.step is None else f"{k.step:,}", **_step_delta(k))
+    step_label = f"Step of {k.total_steps:,}" if k.total_steps else "Step"
+    cols[0].metric(step_label, "–" if k.step is None else f"{k.step:,}", **_step_delta(k))
     cols[1].metric("Epoch", "–" if k.epoch is None else str(k.epoch))
     cols[2].metric("Loss", view.format_value(k.loss), **_red_if_nonfinite(k.loss))
     cols[3].metric("LR", view.format_value(k.lr, 3))
@@ -304,12 +305,9 @@ def show_kpis(k: view.Kpis, run: Any) -> None:
 
 
 def _step_delta(k: view.Kpis) -> dict[str, Any]:
-    parts = []
-    if k.total_steps:
-        parts.append(f"of {k.total_steps:,}")
-    if k.eta_s is not None:
-        parts.append(f"ETA {view.format_duration(k.eta_s)}")
-    return {"delta": " · ".join(parts), "delta_color": "off", "delta_arrow": "off"} if parts else {}
+    if k.eta_s is None:
+        return {}
+    return {"delta": f"ETA {view.format_duration(k.eta_s)}", "delta_color": "off", "delta_arrow": "off"}
 
 
 def _red_if_nonfinite(value: float | None) -> dict[str, Any]:
