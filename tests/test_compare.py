@@ -336,6 +336,9 @@ def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:
     figs, _ = overlay_figures([run], CompareSettings(metrics=("loss",), smoothing=0.0))
     line = next(t for t in figs["loss"].data if t.name == "r")
     assert np.nanmax(np.asarray(line.y, float)) == 5, "rank 0 drawn, rank 1 left out"
+    marks = next(t for t in figs["loss"].data if t.name == "r non-finite")
+    assert list(marks.text) == ["r: loss = NaN at step 4 (rank 1)"], "a NaN on another rank is still marked"
+    assert list(marks.y) == [2.0] and list(marks.x) == [4]
     row = summary_row(run, None, now=0.0)
     assert row["first non-finite step"] == 4, "a NaN on rank 1 counts"
     assert row["min loss"] == 1 and row["steps"] == 5

@@ -152,26 +152,39 @@ class _Curve:
     xn: np.ndarray  # numeric x
     y: np.ndarray
     steps: np.ndarray
+    # NaN/±inf logged on the other ranks of a multi-rank run: (x, numeric x, step, rank, value)
+    others: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+_MAX_OTHER_RANK_MARKS = 1000
 
 
 def _curve(run: RunData, metric: str, aligned: Aligned, xn: np.ndarray) -> _Curve | None:
-    """The run's logged rows of ``metric`` with a known x, on its lowest rank, sorted by x."""
+    """The run's logged rows of ``metric`` with a known x, on its lowest rank, sorted by x (and the other
+    ranks' non-finite values, which are marked on that curve so a NaN on rank 5 is never hidden)."""
     frame = run.frame
     keep = logged_rows(frame, metric, run.logged) & np.isfinite(xn)
+    values = float_values(frame[metric])
+    others = None
     if "rank" in frame.columns and len(frame):
         ranks = float_values(frame["rank"])
         if np.isfinite(ranks).any() and np.nanmin(ranks) != np.nanmax(ranks):
-            keep &= ranks == np.nanmin(ranks)
+            lowest = ranks == np.nanmin(ranks)
+            bad = np.flatnonzero(keep & ~lowest & ~np.isfinite(values))[:_MAX_OTHER_RANK_MARKS]
+            if bad.size:
+                steps_all = frame["step"].to_numpy()
+                others = (aligned.values[bad], xn[bad], steps_all[bad], ranks[bad], values[bad])
+            keep &= lowest
     rows = np.flatnonzero(keep)
     if rows.size == 0:
         return None
     x, n = aligned.values[rows], xn[rows]
-    y = float_values(frame[metric])[rows]
+    y = values[rows]
     steps = frame["step"].to_numpy()[rows]
     if np.any(np.diff(n) < 0):  # wall time that stepped back
         order = np.argsort(n, kind="stable")
         x, n, y, steps = x[order], n[order], y[order], steps[order]
-    return _Curve(x, n, y, steps)
+    return _Curve(x, n, y, steps, others)
 
 
 def _add_run(
@@ -226,30 +239,62 @@ def _add_run(
             **common,
         )
     )
+    _add_nonfinite(fig, run, metric, curve, picked, drawn_y, settings.log_y, visible)
+
+
+def _add_nonfinite(
+    fig: go.Figure,
+    run: RunData,
+    metric: str,
+    curve: _Curve,
+    picked: np.ndarray,
+    drawn_y: np.ndarray,
+    log_y: bool,
+    visible: Any,
+) -> None:
+    """Red X markers at the run's NaN/±inf (and its other ranks'), at the last drawn value before each."""
+    label = plotly_text(run.label)
+    y, xn = curve.y[picked], curve.xn[picked]
     bad = np.flatnonzero(~np.isfinite(y))
-    if bad.size:
-        good = np.flatnonzero(np.isfinite(drawn_y))
-        before = np.searchsorted(good, bad) - 1
-        fallback = np.full(bad.size, 1.0 if settings.log_y else 0.0)
-        anchor = drawn_y[good[np.maximum(before, 0)]] if good.size else fallback
-        text = [
+    xs, at, text = (
+        [curve.x[picked][bad]],
+        [xn[bad]],
+        [
             f"{label}: {metric} = {_label(v)} at step {int(s)}"
             for v, s in zip(y[bad], curve.steps[picked][bad], strict=True)
+        ],
+    )
+    if curve.others is not None:
+        ox, oxn, osteps, oranks, ovalues = curve.others
+        xs.append(ox)
+        at.append(oxn)
+        text += [
+            f"{label}: {metric} = {_label(v)} at step {int(s)} (rank {int(r)})"
+            for v, s, r in zip(ovalues, osteps, oranks, strict=True)
         ]
-        fig.add_trace(
-            go.Scatter(
-                x=x[bad],
-                y=anchor,
-                name=f"{label} non-finite",
-                mode="markers",
-                marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
-                legendgroup=run.id,
-                showlegend=False,
-                visible=visible,
-                text=text,
-                hovertemplate="%{text}<extra></extra>",
-            )
+    if not text:
+        return
+    where = np.concatenate(at)
+    good = np.flatnonzero(np.isfinite(drawn_y))
+    if good.size:
+        before = np.searchsorted(xn[good], where, side="right") - 1
+        anchor = drawn_y[good[np.maximum(before, 0)]]
+    else:
+        anchor = np.full(where.size, 1.0 if log_y else 0.0)
+    fig.add_trace(
+        go.Scatter(
+            x=np.concatenate(xs),
+            y=anchor,
+            name=f"{label} non-finite",
+            mode="markers",
+            marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
+            legendgroup=run.id,
+            showlegend=False,
+            visible=visible,
+            text=text,
+            hovertemplate="%{text}<extra></extra>",
         )
+    )
 
 
 def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
