@@ -247,6 +247,11 @@ def smooth_on_grid(x: np.ndarray, y: np.ndarray, weight: float, ref_dx: float | 
     if np.any(np.diff(xs) < 0):
         out[use] = ema_debiased(out[use], weight)  # wall time that went back: per point, as the live page
         return out
+    gaps = np.diff(xs)
+    if gaps.size and np.all(np.abs(gaps - gaps[0]) <= 1e-9 * max(abs(gaps[0]), 1.0)) and gaps[0] > 0:
+        # evenly logged (the usual case): one weight per point, TensorBoard's EMA (pandas' plain EWM)
+        out[use] = ema_debiased(out[use], min(weight ** (gaps[0] / ref_dx), 0.999999))
+        return out
     # pandas' time-aware EWM: weight of a point = 0.5 ** (age / halflife), debiased (adjust=True).
     halflife = ref_dx * math.log(0.5) / math.log(weight)
     scale = 1e6 / halflife  # halflife = 1 ms on a nanosecond clock: exact enough, far from int64 limits
