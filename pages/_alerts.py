@@ -1,0 +1,267 @@
+"""Streamlit pieces for diagnosis findings: the alert panel, toasts, the sidebar badge, the thresholds form.
+
+Each is one call from a page; the decisions live in ``monitor_cb.alerts`` and ``monitor_cb.settings_view``.
+Finding messages come from detectors that quote run content (metric names), so every text is shown
+escaped, never as HTML.
+
+```python
+findings = _alerts.run_findings(store, run, frame, root)   # cached until new records / other settings
+_alerts.sidebar_badge(findings)                             # outside a fragment (the sidebar)
+_alerts.alert_panel(findings)                               # under the KPI row
+_alerts.toast_new(run.id, findings)                         # a toast per finding not shown before
+```
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from monitor_cb.alerts import (
+    alert_rows,
+    badge_icon,
+    finding_key,
+    findings_cache_key,
+    new_findings,
+    newest_first,
+    run_badge,
+    severity_counts,
+    summary_line,
+    toast_text,
+)
+from monitor_cb.diagnosis.findings import KINDS
+from monitor_cb.diagnosis.settings import (
+    HELP,
+    DiagnosisSettings,
+    load_settings_checked,
+    save_settings,
+    settings_path,
+)
+from monitor_cb.settings_view import GENERAL, KIND_TITLES, settings_from_form, settings_groups
+from monitor_cb.view import escape_code, escape_markdown
+
+SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toasted
+CACHE_KEY = "alerts_findings"  # session state: run id -> (cache key, findings)
+ICONS = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
+BOXES = {"error": st.error, "warning": st.warning, "info": st.info}
+INDEX_COLUMNS = frozenset({"step", "t", "rank", "seg"})
+
+
+# ----------------------------------------------------------------------------- findings
+def current_settings(root: str | os.PathLike[str]) -> DiagnosisSettings:
+    """The thresholds saved under ``root`` (defaults when none; problems are shown on the Settings page)."""
+    return load_settings_checked(root)[0]
+
+
+def run_findings(
+    store: Any,
+    run: Any,
+    frame: pd.DataFrame | None,
+    root: str | os.PathLike[str],
+    *,
+    logged: Mapping[str, Any] | None = None,
+    now: float | None = None,
+) -> list[Any]:
+    """``diagnose`` for one run, remembered per browser session until its records, status or settings change.
+
+    Args:
+        store: the page's ``RunStore`` (for the logged masks when ``logged`` is not given).
+        run: its ``RunInfo`` (``id``, ``n_records``, ``status``, ``last_write``).
+        frame: ``store.frame(run.id)``; None gives no findings.
+        root: the log root, whose saved thresholds apply.
+        logged: the page's logged masks, if it already has them.
+    """
+    from monitor_cb.diagnosis import diagnose
+
+    if frame is None or len(frame) == 0:
+        return []
+    now = time.time() if now is None else now
+    settings = current_settings(root)
+    key = findings_cache_key(run.id, len(frame), settings, status=run.status, now=now)
+    cache = st.session_state.setdefault(CACHE_KEY, {})
+    hit = cache.get(run.id)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    if logged is None:
+        logged = _logged_masks(store, run.id, frame)
+    findings = diagnose(frame, settings, status=run.status, now=now, last_write=run.last_write, logged=logged)
+    cache[run.id] = (key, findings)
+    return findings
+
+
+def _logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, Any]:
+    masks = {}
+    for column in frame.columns:
+        if column in INDEX_COLUMNS:
+            continue
+        try:
+            masks[column] = store.logged_mask(run_id, column)
+        except (KeyError, ValueError, AttributeError):
+            continue
+    return masks
+
+
+# ----------------------------------------------------------------------------- showing them
+def alert_panel(findings: Sequence[Any], *, limit: int = 5, title: str | None = "Diagnosis") -> None:
+    """The newest ``limit`` findings as error/warning/info boxes, the rest in a table below.
+
+    Nothing at all is drawn when there are no findings, so a healthy run's page does not move.
+    """
+    if not findings:
+        return
+    ordered = newest_first(findings)
+    if title:
+        st.caption(f"{title}: {summary_line(ordered)}")
+    for finding in ordered[:limit]:
+        BOXES.get(finding.severity, st.info)(box_text(finding), icon=ICONS.get(finding.severity))
+    rest = ordered[limit:]
+    if rest:
+        with st.expander(f"{len(rest)} earlier finding{'s' if len(rest) != 1 else ''}"):
+            # table cells are plain text, never Markdown or HTML
+            st.dataframe(pd.DataFrame(alert_rows(rest)), hide_index=True, width="stretch")
+
+
+def box_text(finding: Any) -> str:
+    """``**nan** · step 41,200 · rank 3 — message``: our own bold label, the finding's text escaped."""
+    where = f"step {int(finding.step):,}"
+    if finding.end_step is not None and finding.end_step != finding.step:
+        where += f"–{int(finding.end_step):,}"
+    if finding.rank is not None:
+        where += f" · rank {finding.rank}"
+    return f"**{escape_markdown(finding.kind)}** · {where} — {escape_markdown(finding.message)}"
+
+
+def toast_new(run_id: str, findings: Sequence[Any], *, max_toasts: int = 3) -> list[Any]:
+    """A toast for each finding of ``run_id`` not toasted before in this browser session; returns those.
+
+    At most ``max_toasts`` toasts (the newest); one more says how many others there are.
+    """
+    seen: dict[str, set[Any]] = st.session_state.setdefault(SEEN_KEY, {})
+    before = seen.setdefault(run_id, set())
+    fresh = new_findings(before, findings)
+    if not fresh:
+        return []
+    before.update(finding_key(f) for f in fresh)
+    for finding in fresh[:max_toasts]:
+        st.toast(escape_markdown(toast_text(finding)), icon=ICONS.get(finding.severity))
+    if len(fresh) > max_toasts:
+        st.toast(f"… and {len(fresh) - max_toasts} more finding(s)", icon=":material/more_horiz:")
+    return fresh
+
+
+def sidebar_badge(findings: Sequence[Any]) -> str:
+    """A sidebar line such as "🔴 2 errors, 1 warning" for the selected run (nothing when clean); the label."""
+    counts = severity_counts(findings)
+    label = run_badge(counts)
+    if label:
+        st.sidebar.caption(f"{badge_icon(counts)} {label}")
+    return label
+
+
+# ----------------------------------------------------------------------------- thresholds form
+def diagnosis_settings_form(
+    root: str | os.PathLike[str], *, key: str = "diag", sidebar: bool = False
+) -> DiagnosisSettings:
+    """A form with every detector's switch and thresholds; Save writes ``<root>/.monitor/diagnosis.json``.
+
+    Built from ``dataclasses.fields(DiagnosisSettings)`` (via ``settings_groups``) with ``HELP`` as
+    the tooltips. Problems reading the saved file are shown as warnings. Returns the settings now saved.
+    """
+    settings, problems = load_settings_checked(root)
+    box = st.sidebar if sidebar else st.container()
+    with box:
+        for problem in problems:
+            st.warning(escape_markdown(problem), icon=":material/warning:")
+        with st.form(f"{key}_form", border=True):
+            st.caption(
+                f"Saved in `{escape_code(str(settings_path(root)))}`; they apply to every run under this "
+                "log root, on the dashboard and in the watcher."
+            )
+            _kind_switches(settings, key)
+            for group in settings_groups():
+                if not group.fields:
+                    continue
+                with st.expander(group.title, expanded=group.kind == GENERAL):
+                    cols = st.columns(2 if not sidebar else 1)
+                    for i, field in enumerate(group.fields):
+                        with cols[i % len(cols)]:
+                            _number_input(field, getattr(settings, field.name), key)
+            save, reset = st.columns(2)
+            save.form_submit_button("Save", type="primary", on_click=_on_save, args=(str(root), key))
+            reset.form_submit_button("Reset to defaults", on_click=_on_reset, args=(str(root), key))
+        result = st.session_state.pop(f"{key}_result", None)
+        if result is not None:
+            kind, text = result
+            (st.success if kind == "success" else st.error)(text)
+    return settings
+
+
+def _kind_switches(settings: DiagnosisSettings, key: str) -> None:
+    st.markdown("**Detectors**")
+    cols = st.columns(3)
+    for i, kind in enumerate(KINDS):
+        cols[i % 3].toggle(KIND_TITLES.get(kind, kind), value=settings.enabled(kind), key=f"{key}_on_{kind}")
+
+
+def _number_input(field: Any, value: Any, key: str) -> None:
+    if field.integer:
+        st.number_input(
+            field.name, min_value=1, value=int(value), step=1, key=f"{key}_{field.name}", help=HELP.get(field.name)
+        )
+    else:
+        st.number_input(
+            field.name,
+            min_value=0.0,
+            value=float(value),
+            step=field.step,
+            format="%g",
+            key=f"{key}_{field.name}",
+            help=HELP.get(field.name),
+        )
+
+
+def _widget_keys(key: str) -> list[str]:
+    names = [f.name for g in settings_groups() for f in g.fields]
+    return [f"{key}_{n}" for n in names] + [f"{key}_on_{k}" for k in KINDS]
+
+
+def _on_save(root: str, key: str) -> None:
+    state = st.session_state
+    values = {f.name: state.get(f"{key}_{f.name}") for g in settings_groups() for f in g.fields}
+    enabled = {kind: bool(state.get(f"{key}_on_{kind}", True)) for kind in KINDS}
+    try:
+        path = save_settings(root, settings_from_form(values, enabled))
+    except ValueError as exc:
+        state[f"{key}_result"] = ("error", f"Not saved: {escape_markdown(str(exc))}")
+        return
+    except OSError as exc:
+        state[f"{key}_result"] = ("error", f"Cannot write the settings: {escape_markdown(str(exc))}")
+        return
+    state[f"{key}_result"] = ("success", f"Saved to `{escape_code(str(path))}`.")
+
+
+def _on_reset(root: str, key: str) -> None:
+    try:
+        path = save_settings(root, DiagnosisSettings())
+    except OSError as exc:
+        st.session_state[f"{key}_result"] = ("error", f"Cannot write the settings: {escape_markdown(str(exc))}")
+        return
+    for widget in _widget_keys(key):
+        st.session_state.pop(widget, None)  # the widgets start again from the saved (default) values
+    st.session_state[f"{key}_result"] = ("success", f"Defaults saved to `{escape_code(str(path))}`.")
+
+
+__all__ = [
+    "alert_panel",
+    "box_text",
+    "current_settings",
+    "diagnosis_settings_form",
+    "run_findings",
+    "sidebar_badge",
+    "toast_new",
+]

@@ -1,0 +1,195 @@
+"""AppTests of the Settings page (tests/app/settings_app.py) and of the alert panel and toasts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.notify.conftest import HttpReceiver, http_receiver  # noqa: F401 - the fixture, reused
+
+APP = str(Path(__file__).with_name("settings_app.py"))
+SECRET_PATH = "/hooks/T0SECRET/B0SECRET/xoxo-very-secret-token"
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty log root through ``MONITOR_LOGDIR``, and no notification settings from the environment."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.setenv("MONITOR_LOGDIR", str(logs))
+    monkeypatch.delenv("MONITOR_NOTIFY_CONFIG", raising=False)
+    yield logs
+
+
+def run_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def all_text(at: AppTest) -> str:
+    """Every element's protobuf as text: whatever the browser could receive."""
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            out.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(out)
+
+
+def write_notify(root: Path, text: str) -> Path:
+    path = root / ".monitor" / "notify.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_notification_settings_shows_where_to_create_them(root: Path) -> None:
+    at = run_app()
+    info = " ".join(i.value for i in at.info)
+    assert "No notification settings" in info and "notify.toml" in info
+    assert any(c.language == "toml" and "[[channels]]" in c.value for c in at.code)
+    assert not at.error
+    assert not [b for b in at.button if b.key == "notify_test"]
+
+
+def test_channels_masked_and_test_message_delivered(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    http_receiver: Callable[..., HttpReceiver],  # noqa: F811
+) -> None:
+    receiver = http_receiver()
+    monkeypatch.setenv("TEST_HOOK_URL", receiver.url + SECRET_PATH)
+    write_notify(root, '[[channels]]\ntype = "webhook"\nname = "team"\nurl_env = "TEST_HOOK_URL"\n')
+    at = run_app()
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["team"]
+    assert list(table["url"]) == [receiver.url + "/***"]
+    assert "TEST_HOOK_URL" in table["url_from"].iloc[0]
+    assert "SECRET" not in all_text(at) and "very-secret" not in all_text(at)
+
+    at.button(key="notify_test").click().run()
+    assert not at.exception
+    assert [s.value for s in at.success][-1].startswith("team: delivered")
+    assert not at.error
+    bodies = receiver.bodies()
+    assert len(bodies) == 1 and "test notification" in bodies[0]["message"]
+    assert receiver.requests[0].path == SECRET_PATH
+    assert "SECRET" not in all_text(at)
+
+
+def test_failed_delivery_is_one_error_per_channel_without_the_secret(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    http_receiver: Callable[..., HttpReceiver],  # noqa: F811
+) -> None:
+    receiver = http_receiver(default_status=403)
+    monkeypatch.setenv("TEST_HOOK_URL", receiver.url + SECRET_PATH)
+    write_notify(
+        root, '[notify]\ntimeout = 5\n[[channels]]\ntype = "webhook"\nname = "ops"\nurl_env = "TEST_HOOK_URL"\n'
+    )
+    at = run_app()
+    at.button(key="notify_test").click().run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("ops: ")
+    assert "SECRET" not in all_text(at)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('[[channels]]\ntype = "slack"\nurl_env = "NOT_SET_ANYWHERE_42"\n', "NOT_SET_ANYWHERE_42"),
+        ("this is = = not toml", "not valid TOML"),
+        ('[[channels]]\ntype = "pigeon"\n', "type must be one of"),
+    ],
+)
+def test_bad_notification_settings_show_an_error(root: Path, text: str, expected: str) -> None:
+    write_notify(root, text)
+    at = run_app()
+    errors = " ".join(e.value for e in at.error)
+    assert expected.replace("_", "\\_") in errors or expected in errors
+    assert not at.dataframe
+
+
+def test_thresholds_form_saves_and_reloads(root: Path) -> None:
+    at = run_app()
+    assert at.number_input(key="diag_spike_z").value == 8.0
+    at.number_input(key="diag_spike_z").set_value(5.5)
+    at.toggle(key="diag_on_plateau").set_value(False)
+    at.form_submit_button[0].click().run()  # Save
+    assert not at.exception
+    assert any("Saved to" in s.value for s in at.success)
+    saved = json.loads((root / ".monitor" / "diagnosis.json").read_text())
+    assert saved["spike_z"] == 5.5 and saved["disabled"] == ["plateau"]
+
+    again = run_app()  # a new session (a restart): the values come from the file
+    assert again.number_input(key="diag_spike_z").value == 5.5
+    assert again.toggle(key="diag_on_plateau").value is False
+
+    again.form_submit_button[1].click().run()  # Reset to defaults
+    assert json.loads((root / ".monitor" / "diagnosis.json").read_text())["spike_z"] == 8.0
+    assert again.number_input(key="diag_spike_z").value == 8.0
+    assert again.toggle(key="diag_on_plateau").value is True
+
+
+def test_invalid_thresholds_are_not_saved(root: Path) -> None:
+    at = run_app()
+    at.number_input(key="diag_min_baseline").set_value(5000)  # above baseline_window
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    assert any("min\\_baseline" in e.value or "min_baseline" in e.value for e in at.error)
+    assert not (root / ".monitor" / "diagnosis.json").exists()
+
+
+def test_corrupt_settings_file_is_a_warning(root: Path) -> None:
+    (root / ".monitor").mkdir()
+    (root / ".monitor" / "diagnosis.json").write_text('{"spike_z": -1, "bogus": 1}')
+    at = run_app()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "bogus" in warnings and "spike\\_z" in warnings
+    assert at.number_input(key="diag_spike_z").value == 8.0
+
+
+# ----------------------------------------------------------------------------- alert panel and toasts
+def _alerts_demo() -> None:
+    from monitor_cb.diagnosis import Finding
+    from pages._alerts import alert_panel, toast_new
+
+    findings = [
+        Finding("plateau", "info", 300, "loss flat", end_step=500),
+        Finding("nan", "error", 412, "loss became NaN <script>alert(1)</script> [x](http://evil)", rank=1),
+        Finding("grad_explosion", "warning", 100, "grad norm 40x"),
+    ] + [Finding("loss_spike", "warning", s, "spike") for s in range(1, 6)]
+    alert_panel(findings, limit=3)
+    toast_new("run-a", findings, max_toasts=2)
+
+
+def test_alert_panel_newest_first_and_toasts_once() -> None:
+    at = AppTest.from_function(_alerts_demo, default_timeout=30).run()
+    assert not at.exception
+    assert at.error[0].value.startswith("**nan** · step 412 · rank 1")
+    assert "\\[x\\]" in at.error[0].value  # the link is escaped, shown as text
+    assert at.info[0].value.startswith("**plateau** · step 300–500")
+    assert at.warning[0].value.startswith("**grad\\_explosion** · step 100")
+    assert len(at.expander) == 1 and len(at.dataframe) == 1
+    assert list(at.dataframe[0].value["step"]) == [5, 4, 3, 2, 1]
+    toasts = [t.value for t in at.toast]
+    assert len(toasts) == 3  # the newest two, then a count of the rest
+    assert toasts[0].startswith("nan at step 412 \\(rank 1\\)") and toasts[1].startswith("plateau at step 300"), toasts
+    assert "6 more" in toasts[2]
+
+    at.run()  # the same findings again: no toast
+    assert not at.exception
+    assert not at.toast
+    assert at.error[0].value.startswith("**nan**")
