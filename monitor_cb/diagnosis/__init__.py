@@ -7,8 +7,9 @@ findings = diagnose(store.frame(run_id), load_settings(root), status=info.status
 ```
 
 Each detector is ``detect_xxx(frame, settings) -> list[Finding]`` (``stalled`` also takes the run's
-status and the time); none imports Streamlit or MindSpore. Names load lazily, so the CLI's
-``diagnose`` command module (imported to build the parser) does not pull in pandas.
+status and the time; ``straggler`` and ``rank_divergence`` compare the ranks of a merged frame);
+none imports Streamlit or MindSpore. Names load lazily, so the CLI's ``diagnose`` command module
+(imported to build the parser) does not pull in pandas.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 _LAZY = {
+    "RANK_DETECTORS": "engine",
     "SERIES_DETECTORS": "engine",
     "diagnose": "engine",
     "KINDS": "findings",
@@ -30,6 +32,9 @@ _LAZY = {
     "detect_sawtooth": "periodic",
     "detect_plateau": "progress",
     "detect_stalled": "progress",
+    "detect_rank_divergence": "ranks",
+    "detect_straggler": "ranks",
+    "read_rank_places": "ranks",
     "DiagnosisSettings": "settings",
     "HELP": "settings",
     "load_settings": "settings",
@@ -43,6 +48,7 @@ _LAZY = {
 __all__ = [
     "HELP",
     "KINDS",
+    "RANK_DETECTORS",
     "SERIES_DETECTORS",
     "SEVERITIES",
     "DiagnosisSettings",
@@ -53,12 +59,15 @@ __all__ = [
     "detect_nan",
     "detect_overfitting",
     "detect_plateau",
+    "detect_rank_divergence",
     "detect_sawtooth",
     "detect_stalled",
+    "detect_straggler",
     "detect_throughput_drop",
     "diagnose",
     "load_settings",
     "load_settings_checked",
+    "read_rank_places",
     "save_settings",
     "settings_path",
     "severity_rank",
@@ -67,7 +76,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from monitor_cb.diagnosis.engine import SERIES_DETECTORS, diagnose
+    from monitor_cb.diagnosis.engine import RANK_DETECTORS, SERIES_DETECTORS, diagnose
     from monitor_cb.diagnosis.findings import (
         KINDS,
         SEVERITIES,
@@ -81,6 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.diagnosis.overfit import detect_overfitting
     from monitor_cb.diagnosis.periodic import detect_sawtooth
     from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
+    from monitor_cb.diagnosis.ranks import detect_rank_divergence, detect_straggler, read_rank_places
     from monitor_cb.diagnosis.settings import (
         HELP,
         DiagnosisSettings,

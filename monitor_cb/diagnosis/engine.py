@@ -16,6 +16,7 @@ from monitor_cb.diagnosis.nonfinite import detect_nan
 from monitor_cb.diagnosis.overfit import detect_overfitting
 from monitor_cb.diagnosis.periodic import detect_sawtooth
 from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
+from monitor_cb.diagnosis.ranks import detect_rank_divergence, detect_straggler
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
 from monitor_cb.diagnosis.throughput import detect_throughput_drop
@@ -33,6 +34,11 @@ SERIES_DETECTORS: dict[str, Detector] = {
     "sawtooth": detect_sawtooth,
     "plateau": detect_plateau,
 }
+# Detectors that compare the ranks of a multi-rank frame with each other (they take ``places=``).
+RANK_DETECTORS: dict[str, Callable[..., list[Finding]]] = {
+    "straggler": detect_straggler,
+    "rank_divergence": detect_rank_divergence,
+}
 
 
 def diagnose(
@@ -43,6 +49,7 @@ def diagnose(
     now: float | None = None,
     last_write: float | None = None,
     logged: Mapping[str, np.ndarray] | None = None,
+    places: Mapping[int, str] | None = None,
 ) -> list[Finding]:
     """All findings for one run, sorted by step (then most severe first).
 
@@ -55,6 +62,9 @@ def diagnose(
         last_write: when the run last wrote (``RunInfo.last_write``); default the frame's latest ``t``.
         logged: per column, True where it was logged (``RunStore.logged_mask``). With it a NaN
             where ``loss`` or ``grad_norm`` was simply not logged is never taken for a logged NaN.
+        places: rank -> where it runs (``"host h, device d"``, from
+            :func:`monitor_cb.diagnosis.ranks.read_rank_places`), named in ``straggler`` and
+            ``rank_divergence`` messages.
 
     A detector that raises is skipped with one ``RuntimeWarning``, so a page never breaks on a
     strange frame.
@@ -63,7 +73,8 @@ def diagnose(
     if frame is None or len(frame) == 0:
         return []
     findings: list[Finding] = []
-    for rank, part, rows in _by_rank(frame):
+    parts = _by_rank(frame)
+    for rank, part, rows in parts:
         for kind, detector in SERIES_DETECTORS.items():
             if settings.enabled(kind):
                 if kind == "nan" and logged:
@@ -71,6 +82,10 @@ def diagnose(
                     detector = partial(detect_nan, logged=masks)
                 found = _safely(kind, detector, part, settings)
                 findings += found if rank is None else [replace(f, rank=rank) for f in found]
+    if len(parts) > 1:  # the ranks side by side
+        for kind, rank_detector in RANK_DETECTORS.items():
+            if settings.enabled(kind):
+                findings += _safely(kind, partial(rank_detector, places=places), frame, settings)
     if settings.enabled("stalled") and status is not None:
         findings += _safely(
             "stalled",

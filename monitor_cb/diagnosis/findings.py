@@ -20,6 +20,8 @@ KINDS: tuple[str, ...] = (
     "sawtooth",
     "stalled",
     "plateau",
+    "straggler",
+    "rank_divergence",
 )
 
 

@@ -83,6 +83,16 @@ class DiagnosisSettings:
     plateau_points: int = 200
     plateau_rel: float = 0.01
     plateau_smooth: int = 25
+    # straggler / rank_divergence (several ranks): per aligned step a rank is compared with the median of
+    # the *other* ranks; a rank is flagged when at least ``rank_persist`` of its last ``rank_window``
+    # aligned points are off. straggler: step time at least ``straggler_ratio`` x the others' median.
+    # rank_divergence (3+ ranks): loss or grad norm ``divergence_z`` cross-rank sigmas (1.4826 x the typical
+    # per-step MAD across ranks over ``baseline_window`` points) and ``divergence_rel`` (relative) from it.
+    rank_window: int = 20
+    rank_persist: float = 0.7
+    straggler_ratio: float = 1.3
+    divergence_z: float = 4.0
+    divergence_rel: float = 0.05
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,6 +109,10 @@ class DiagnosisSettings:
                 object.__setattr__(self, f.name, int(value))
         if self.min_baseline > self.baseline_window:
             raise ValueError(f"min_baseline ({self.min_baseline}) exceeds baseline_window ({self.baseline_window})")
+        if self.rank_persist > 1:
+            raise ValueError(f"rank_persist must be a share in (0, 1], got {self.rank_persist!r}")
+        if self.straggler_ratio <= 1:
+            raise ValueError(f"straggler_ratio must be above 1 (1.3 = 30% slower), got {self.straggler_ratio!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe values (``disabled`` as a list)."""
@@ -165,6 +179,11 @@ HELP: dict[str, str] = {
     "plateau_points": "points without improvement that make a plateau (info)",
     "plateau_rel": "improvement smaller than this (relative) does not count",
     "plateau_smooth": "points per block median when looking for a plateau",
+    "rank_window": "aligned steps in the window over which one rank is compared with the others",
+    "rank_persist": "share of that window a rank must be off to be flagged (0.7 = most of it)",
+    "straggler_ratio": "a rank this many times slower than the other ranks' median step time is slow",
+    "divergence_z": "loss / grad norm this many cross-rank sigmas from the other ranks' median departs",
+    "divergence_rel": "...and at least this much from it, relative (0.05 = 5%)",
 }
 
 

@@ -1,0 +1,271 @@
+"""``straggler`` and ``rank_divergence``: one rank of a multi-rank run that is slower than, or apart from, the rest.
+
+Both look at all ranks together, step by step (:func:`monitor_cb.analysis.ranks.rank_matrix`), and
+compare each rank with the median of the *other* ranks at the same step, so anything common to
+every rank (a slow checkpoint step, the loss curve itself, lr warmup) cancels out. A single odd
+step is noise (a hiccup, one hard batch); a rank is flagged when it is off on at least
+``rank_persist`` of its last ``rank_window`` aligned steps.
+
+* ``straggler``: step time at least ``straggler_ratio`` x the others' median (1.3: per-rank step-time
+  noise is a few percent, so 30% slower on most of 20 steps never happens by chance, while a rank
+  that slows the whole job by a third is worth a look).
+* ``rank_divergence`` (3+ ranks, so "the rest" has a median to depart from): the loss or the local
+  grad norm (log scale) ``divergence_z`` cross-rank sigmas from the others' median and at least
+  ``divergence_rel`` from it. The sigma is the typical spread between ranks, 1.4826 x the
+  per-step MAD across ranks, median over ``baseline_window`` steps: in data parallel ranks differ by
+  batch noise, and that is the yardstick.
+
+``places`` (rank -> ``"host h, device d"``, from :func:`rank_places`) lets the messages say where
+the rank runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor_cb.analysis.ranks import RankMatrix, leave_one_out_median, rank_matrix, row_mad
+from monitor_cb.diagnosis._stats import episodes, rolling_count
+from monitor_cb.diagnosis.findings import Finding, fmt_num, fmt_pct, fmt_ratio, fmt_seconds, fmt_step
+from monitor_cb.diagnosis.settings import DiagnosisSettings
+
+DIVERGENCE_METRICS: tuple[str, ...] = ("loss", "grad_norm")
+_MAD_TO_SIGMA = 1.4826
+_MAX_EPISODES = 20  # per rank and metric
+_LOG_METRICS = frozenset({"grad_norm"})  # compared on a log scale (multiplicative noise)
+
+
+def detect_straggler(
+    frame: pd.DataFrame, settings: DiagnosisSettings, *, places: Mapping[int, str] | None = None
+) -> list[Finding]:
+    """Ranks whose ``step_time`` stays ``straggler_ratio`` x above the other ranks' median (2+ ranks)."""
+    m = rank_matrix(frame, "step_time")
+    if m is None or m.ranks.size < 2:
+        return []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        clean = np.where(m.values > 0, m.values, np.nan)
+        others = leave_one_out_median(clean)
+        ratio = clean / others
+        slow = ratio >= settings.straggler_ratio
+    data = rank_matrix(frame, "data_time")
+    findings: list[Finding] = []
+    for j, rank in enumerate(m.ranks.tolist()):
+        for idx, first, last, ongoing in _persistent(ratio[:, j], slow[:, j], settings):
+            span = idx[first : last + 1]
+            details = {
+                "slowdown": float(np.median(ratio[span, j])),
+                "step_time": float(np.median(clean[span, j])),
+                "others_step_time": float(np.median(others[span, j])),
+                "share_slow": float(np.mean(slow[span, j])),
+                "points": int(span.size),
+                "ongoing": ongoing,
+                "data_share": _data_share(data, m, span, j),
+            }
+            findings.append(_straggler_finding(m, rank, span, details, places, settings))
+    return findings
+
+
+def detect_rank_divergence(
+    frame: pd.DataFrame,
+    settings: DiagnosisSettings,
+    *,
+    places: Mapping[int, str] | None = None,
+    metrics: Iterable[str] = DIVERGENCE_METRICS,
+) -> list[Finding]:
+    """Ranks whose loss or local grad norm stays apart from the other ranks' median (3+ ranks)."""
+    findings: list[Finding] = []
+    for metric in metrics:
+        m = rank_matrix(frame, metric)
+        if m is None or m.ranks.size < 3:
+            continue
+        findings += _divergence(m, metric, settings, places)
+    return findings
+
+
+def _divergence(
+    m: RankMatrix, metric: str, settings: DiagnosisSettings, places: Mapping[int, str] | None
+) -> list[Finding]:
+    values = np.where(np.isfinite(m.values), m.values, np.nan)
+    log = metric in _LOG_METRICS and bool(np.all(values[np.isfinite(values)] > 0))
+    space = np.log(values) if log else values
+    enough = (np.isfinite(space).sum(axis=1) >= 3)[:, None]
+    center = leave_one_out_median(space)
+    spread = _typical_spread(row_mad(space), settings)[:, None]
+    center_raw = np.exp(center) if log else center
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # a metric reduced across ranks is identical everywhere: any difference then is the signal,
+        # and the relative floor below keeps float round-off out
+        z = (space - center) / np.maximum(spread, 1e-12 * np.abs(center) + 1e-300)
+        rel = np.abs(values - center_raw) / np.abs(center_raw)
+        off = (np.abs(z) >= settings.divergence_z) & (rel >= settings.divergence_rel) & enough
+    z = np.where(enough, z, np.nan)
+    findings: list[Finding] = []
+    for j, rank in enumerate(m.ranks.tolist()):
+        for idx, first, last, ongoing in _persistent(z[:, j], off[:, j], settings):
+            span = idx[first : last + 1]
+            details = {
+                "metric": metric,
+                "value": float(np.median(values[span, j])),
+                "others": float(np.median(center_raw[span, j])),
+                "z": float(np.median(z[span, j])),
+                "share_off": float(np.mean(off[span, j])),
+                "points": int(span.size),
+                "ongoing": ongoing,
+                "log_scale": log,
+            }
+            findings.append(_divergence_finding(m, rank, span, details, places, settings))
+    return findings
+
+
+def _typical_spread(mad: np.ndarray, settings: DiagnosisSettings) -> np.ndarray:
+    """1.4826 x the median per-step MAD over the last ``baseline_window`` steps (this one included)."""
+    window = settings.baseline_window
+    least = min(settings.rank_window, window)
+    typical = pd.Series(mad).rolling(window, min_periods=least).median().to_numpy()
+    return _MAD_TO_SIGMA * typical
+
+
+def _persistent(
+    stat: np.ndarray, flagged: np.ndarray, settings: DiagnosisSettings
+) -> list[tuple[np.ndarray, int, int, bool]]:
+    """Episodes of one rank where ``rank_persist`` of the last ``rank_window`` judged points were flagged.
+
+    Returns ``(judged steps' positions, first, last, ongoing)`` per episode; ``first``/``last`` index the
+    positions and are the first and last flagged point of the episode.
+    """
+    idx = np.flatnonzero(np.isfinite(stat))
+    window = settings.rank_window
+    need = max(1, math.ceil(settings.rank_persist * window - 1e-9))
+    if idx.size < need:
+        return []
+    hits = flagged[idx]
+    sustained = rolling_count(hits, window) >= need
+    out = []
+    for a, b in episodes(sustained, max_gap=window)[:_MAX_EPISODES]:
+        lo = max(0, a - window + 1)
+        first = lo + int(np.argmax(hits[lo : a + 1]))
+        last = b - int(np.argmax(hits[: b + 1][::-1]))
+        out.append((idx, first, last, bool(b == idx.size - 1)))
+    return out
+
+
+def _data_share(data: RankMatrix | None, m: RankMatrix, span: np.ndarray, j: int) -> float | None:
+    """How much of the rank's extra step time its extra data wait explains (None without ``data_time``)."""
+    if data is None or not np.array_equal(data.ranks, m.ranks):
+        return None
+    at = np.searchsorted(data.steps, m.steps[span])
+    at = at[(at < data.steps.size)]
+    if at.size == 0:
+        return None
+    with np.errstate(invalid="ignore"):
+        own = data.values[at, j]
+        others = leave_one_out_median(data.values[at])[:, j]
+        extra_data = np.nanmedian(own - others) if np.isfinite(own - others).any() else np.nan
+    step = m.values[span, j]
+    step_others = leave_one_out_median(m.values[span])[:, j]
+    with np.errstate(invalid="ignore"):
+        extra_step = np.nanmedian(step - step_others)
+    if not (np.isfinite(extra_data) and np.isfinite(extra_step)) or extra_step <= 0:
+        return None
+    return float(np.clip(extra_data / extra_step, 0.0, 1.0))
+
+
+def _straggler_finding(
+    m: RankMatrix,
+    rank: int,
+    span: np.ndarray,
+    details: dict[str, Any],
+    places: Mapping[int, str] | None,
+    settings: DiagnosisSettings,
+) -> Finding:
+    start, end = int(m.steps[span[0]]), int(m.steps[span[-1]])
+    where = _where(rank, places)
+    when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
+    share = details["data_share"]
+    if share is not None and share >= settings.drop_data_share:
+        cause = (
+            f"Its wait for data explains {fmt_pct(share)} of the gap: the input pipeline on that host is the "
+            "likely cause (slow disk or network storage, too few loader workers, CPU contention)."
+        )
+    else:
+        cause = (
+            "Check the input pipeline on that host (data_time), thermal throttling or lowered clocks on the "
+            "device (nvidia-smi / npu-smi), and its link to the others (a degraded NIC, HCCS or NVLink lane)."
+        )
+    message = (
+        f"rank {rank}{where} is {fmt_ratio(details['slowdown'])} slower than the other ranks {when} "
+        f"({fmt_seconds(details['step_time'])} vs {fmt_seconds(details['others_step_time'])} per step, slow on "
+        f"{fmt_pct(details['share_slow'])} of {details['points']} aligned steps). In synchronous data parallel "
+        f"every rank waits for the slowest, so the whole job runs at its pace. {cause}"
+    )
+    return Finding("straggler", "warning", start, message, end, rank, details)
+
+
+def _divergence_finding(
+    m: RankMatrix,
+    rank: int,
+    span: np.ndarray,
+    details: dict[str, Any],
+    places: Mapping[int, str] | None,
+    settings: DiagnosisSettings,
+) -> Finding:
+    start, end = int(m.steps[span[0]]), int(m.steps[span[-1]])
+    metric = details["metric"]
+    name = "local grad norm" if metric == "grad_norm" else metric
+    when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
+    direction = "above" if details["value"] > details["others"] else "below"
+    message = (
+        f"rank {rank}{_where(rank, places)}: {name} departs from the other ranks {when}: {fmt_num(details['value'])} "
+        f"against their median {fmt_num(details['others'])} ({abs(details['z']):.0f} cross-rank sigmas {direction}, "
+        f"on {fmt_pct(details['share_off'])} of {details['points']} aligned steps). Data-parallel ranks train the same "
+        "model on different batches, so they differ only by batch noise; a rank that stays apart reads different "
+        "data (a corrupt or mis-sharded shard, other preprocessing on that host), holds a replica out of sync, or "
+        "computes wrong values on a faulty device. Check that rank's data shard and the device's health."
+    )
+    return Finding("rank_divergence", "warning", start, message, end, rank, details)
+
+
+def _where(rank: int, places: Mapping[int, str] | None) -> str:
+    place = (places or {}).get(rank)
+    return f" ({place})" if place else ""
+
+
+def rank_places(metas: Iterable[Mapping[str, Any]]) -> dict[int, str]:
+    """rank -> ``"host h, device d"`` from per-rank metadata dicts (``<stem>.meta.json``); unknown parts left out."""
+    places: dict[int, str] = {}
+    for meta in metas:
+        rank = meta.get("rank")
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            continue
+        parts = []
+        if meta.get("host"):
+            parts.append(f"host {meta['host']}")
+        if meta.get("device_id") is not None:
+            parts.append(f"device {meta['device_id']}")
+        if parts:
+            places[rank] = ", ".join(parts)
+    return places
+
+
+def read_rank_places(run_dir: str | Path) -> dict[int, str]:
+    """:func:`rank_places` of the ``*.meta.json`` files directly in ``run_dir`` (unreadable ones skipped)."""
+    metas = []
+    for path in sorted(Path(run_dir).glob("*.meta.json")):
+        try:
+            if path.stat().st_size > 1 << 20:
+                continue
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            metas.append(data)
+    return rank_places(metas)
+
+
+__all__ = ["DIVERGENCE_METRICS", "detect_rank_divergence", "detect_straggler", "rank_places", "read_rank_places"]
