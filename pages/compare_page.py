@@ -136,7 +136,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
     _set_query(Q_MODE, mode or "overlay")
-    with st.expander("Points, eval metric and x range"):
+    with st.expander("Points per chart and eval metric"):
         e1, e2 = st.columns(2)
         points = e1.selectbox(
             "Points per chart",
