@@ -74,6 +74,7 @@ def compare_page() -> None:
     if not data:
         st.error("The picked runs disappeared from the log root (deleted or moved).")
         st.stop()
+    _apply_events(data)  # outside the fragment: a legend click or a drag reruns the whole page
     settings, side_by_side, eval_metric = controls(data)
     live = any(info.status in view.ACTIVE_STATUSES for info in chosen)
     ids = tuple(info.id for info in chosen)
@@ -212,8 +213,8 @@ def _charts_body(
     if not data:
         st.error("None of the picked runs can be read.")
         return
-    if _apply_events(data) or st.session_state.get(K_RANGE) != settings.x_range:
-        st.rerun(scope="app")  # the controls and every chart must show the new range / hidden runs
+    if st.session_state.get(K_RANGE) != settings.x_range:
+        st.rerun(scope="app")  # the slider moved (a fragment rerun): every chart must show the new range
     result = _cached_view(data, settings, side_by_side, eval_metric)
     range_control(result)
     show_charts(result, data, settings, side_by_side)
@@ -242,7 +243,10 @@ def _cached_view(
 
 
 def _apply_events(data: Sequence[RunData]) -> bool:
-    """Legend clicks (hide a run everywhere) and drags (one x range for all charts); True when changed."""
+    """Legend clicks (hide a run everywhere) and drags (one x range for all charts); True when changed.
+
+    Mounted outside the refresh fragment (as ``pages/_zoom.py`` asks), so an event reruns the page.
+    """
     zoom, legend = chart_events(key="cmp_chart_events")
     changed = False
     chart = str(legend.get("chart", "")) if isinstance(legend, Mapping) else ""
