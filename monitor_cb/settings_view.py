@@ -28,6 +28,9 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("sawtooth_", "sawtooth"),
     ("stall_", "stalled"),
     ("plateau_", "plateau"),
+    ("straggler_", "straggler"),
+    ("divergence_", "rank_divergence"),
+    ("rank_", "ranks"),  # shared by straggler and rank_divergence
 )
 KIND_TITLES: dict[str, str] = {
     "nan": "NaN / Inf",
@@ -39,6 +42,9 @@ KIND_TITLES: dict[str, str] = {
     "sawtooth": "Step-time sawtooth",
     "stalled": "Stalled run",
     "plateau": "Loss plateau",
+    "straggler": "Straggler rank",
+    "rank_divergence": "Rank divergence",
+    "ranks": "Ranks side by side (straggler, divergence)",
 }
 GENERAL = "general"
 
@@ -63,19 +69,32 @@ class SettingsGroup:
 
 
 def settings_groups() -> list[SettingsGroup]:
-    """General knobs first, then one group per detector kind in :data:`KINDS` order (``nan`` has none)."""
+    """General knobs first, then one group per detector kind in :data:`KINDS` order (``nan`` has none).
+
+    Knobs shared by several detectors (``rank_*``) form their own group before the first of them;
+    a knob of a detector this page does not know yet lands in the general group.
+    """
     defaults = DiagnosisSettings()
-    by_kind: dict[str, list[NumberField]] = {GENERAL: [], **{k: [] for k in KINDS}}
+    order = [GENERAL, *KINDS]
+    if "straggler" in order:
+        order.insert(order.index("straggler"), "ranks")
+    by_kind: dict[str, list[NumberField]] = {k: [] for k in order}
     for f in fields(DiagnosisSettings):
         if f.name == "disabled":
             continue
         default = getattr(defaults, f.name)
         integer = f.type == "int"
         number = NumberField(f.name, integer, default, 1.0 if integer else nice_step(default))
-        by_kind[kind_of_field(f.name)].append(number)
-    groups = [SettingsGroup(GENERAL, "General", tuple(by_kind.pop(GENERAL)))]
-    groups += [SettingsGroup(k, KIND_TITLES.get(k, k), tuple(v)) for k, v in by_kind.items()]
-    return groups
+        group = kind_of_field(f.name)
+        by_kind[group if group in by_kind else GENERAL].append(number)
+    return [SettingsGroup(k, kind_title(k), tuple(v)) for k, v in by_kind.items()]
+
+
+def kind_title(kind: str) -> str:
+    """A heading for a detector kind (``"loss_spike"`` -> ``"Loss spike"``), also for kinds added later."""
+    if kind == GENERAL:
+        return "General"
+    return KIND_TITLES.get(kind) or kind.replace("_", " ").capitalize()
 
 
 def kind_of_field(name: str) -> str:
@@ -184,6 +203,7 @@ __all__ = [
     "SettingsGroup",
     "channel_rows",
     "kind_of_field",
+    "kind_title",
     "nice_step",
     "notify_status",
     "settings_from_form",

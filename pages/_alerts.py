@@ -42,7 +42,7 @@ from monitor_cb.diagnosis.settings import (
     save_settings,
     settings_path,
 )
-from monitor_cb.settings_view import GENERAL, KIND_TITLES, settings_from_form, settings_groups
+from monitor_cb.settings_view import GENERAL, kind_title, settings_from_form, settings_groups
 from monitor_cb.view import escape_code, escape_markdown
 
 SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toasted
@@ -108,22 +108,24 @@ def _logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, Any
 
 # ----------------------------------------------------------------------------- showing them
 def alert_panel(findings: Sequence[Any], *, limit: int = 5, title: str | None = "Diagnosis") -> None:
-    """The newest ``limit`` findings as error/warning/info boxes, the rest in a table below.
+    """Errors and warnings as boxes, newest first (at most ``limit``); every finding in a table below.
 
-    Nothing at all is drawn when there are no findings, so a healthy run's page does not move.
+    Info findings (plateaus) are notes, not problems: they are counted in the caption and listed
+    in the table, never boxed. Nothing at all is drawn when there are no findings, so a healthy
+    run's page does not move.
     """
     if not findings:
         return
     ordered = newest_first(findings)
     if title:
         st.caption(f"{title}: {summary_line(ordered)}")
-    for finding in ordered[:limit]:
+    boxed = [f for f in ordered if f.severity != "info"][:limit]
+    for finding in boxed:
         BOXES.get(finding.severity, st.info)(box_text(finding), icon=ICONS.get(finding.severity))
-    rest = ordered[limit:]
-    if rest:
-        with st.expander(f"{len(rest)} earlier finding{'s' if len(rest) != 1 else ''}"):
+    if len(boxed) < len(ordered):
+        with st.expander(f"All {len(ordered)} findings" if boxed else f"{len(ordered)} note(s)"):
             # table cells are plain text, never Markdown or HTML
-            st.dataframe(pd.DataFrame(alert_rows(rest)), hide_index=True, width="stretch")
+            st.dataframe(pd.DataFrame(alert_rows(ordered)), hide_index=True, width="stretch")
 
 
 def box_text(finding: Any) -> str:
@@ -205,7 +207,7 @@ def _kind_switches(settings: DiagnosisSettings, key: str) -> None:
     st.markdown("**Detectors**")
     cols = st.columns(3)
     for i, kind in enumerate(KINDS):
-        cols[i % 3].toggle(KIND_TITLES.get(kind, kind), value=settings.enabled(kind), key=f"{key}_on_{kind}")
+        cols[i % 3].toggle(kind_title(kind), value=settings.enabled(kind), key=f"{key}_on_{kind}")
 
 
 def _number_input(field: Any, value: Any, key: str) -> None:

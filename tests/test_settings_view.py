@@ -11,6 +11,7 @@ from monitor_cb.diagnosis import KINDS, DiagnosisSettings
 from monitor_cb.settings_view import (
     channel_rows,
     kind_of_field,
+    kind_title,
     nice_step,
     notify_status,
     settings_from_form,
@@ -21,13 +22,15 @@ from monitor_cb.settings_view import (
 def test_every_field_is_in_exactly_one_group() -> None:
     groups = settings_groups()
     assert groups[0].kind == "general"
-    assert [g.kind for g in groups[1:]] == list(KINDS)
+    assert [g.kind for g in groups[1:] if g.kind != "ranks"] == list(KINDS)
     names = [f.name for g in groups for f in g.fields]
     assert sorted(names) == sorted(f.name for f in fields(DiagnosisSettings) if f.name != "disabled")
     spike = next(g for g in groups if g.kind == "loss_spike")
     assert [f.name for f in spike.fields] == ["spike_z", "spike_rel", "spike_recovery"]
     assert spike.fields[2].integer and not spike.fields[0].integer
     assert kind_of_field("stall_factor") == "stalled" and kind_of_field("min_baseline") == "general"
+    assert kind_of_field("straggler_ratio") == "straggler" and kind_of_field("rank_window") == "ranks"
+    assert kind_title("rank_divergence") == "Rank divergence" and kind_title("new_thing") == "New thing"
 
 
 def test_nice_step() -> None:

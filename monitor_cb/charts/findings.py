@@ -27,7 +27,8 @@ import plotly.graph_objects as go
 from monitor_cb.charts.style import NONFINITE_COLOR
 
 SEVERITY_COLORS: dict[str, str] = {"info": "#17becf", "warning": "#f0a202", "error": NONFINITE_COLOR}
-BAND_OPACITY = 0.12
+# Long info bands (plateaus) stay faint; an error band stands out.
+BAND_OPACITY: dict[str, float] = {"info": 0.06, "warning": 0.1, "error": 0.14}
 LINE_OPACITY = 0.8
 MAX_LABELS = 6
 MAX_HOVER_CHARS = 300
@@ -144,7 +145,7 @@ def _add_shape(fig: go.Figure, finding: Any, x0: Any, x1: Any | None) -> None:
             y0=0,
             y1=1,
             fillcolor=color,
-            opacity=BAND_OPACITY,
+            opacity=BAND_OPACITY.get(finding.severity, 0.1),
             line={"width": 0},
             layer="below",
         )

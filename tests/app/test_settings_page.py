@@ -180,10 +180,16 @@ def test_alert_panel_newest_first_and_toasts_once() -> None:
     assert not at.exception
     assert at.error[0].value.startswith("**nan** · step 412 · rank 1")
     assert "\\[x\\]" in at.error[0].value  # the link is escaped, shown as text
-    assert at.info[0].value.startswith("**plateau** · step 300–500")
-    assert at.warning[0].value.startswith("**grad\\_explosion** · step 100")
+    assert [w.value.split(" · ")[:2] for w in at.warning] == [
+        ["**grad\\_explosion**", "step 100 — grad norm 40x"],
+        ["**loss\\_spike**", "step 5 — spike"],
+    ]
+    assert not at.info  # notes are only counted and listed
+    assert "8 findings: 1 error, 6 warnings, 1 note" in at.caption[0].value
     assert len(at.expander) == 1 and len(at.dataframe) == 1
-    assert list(at.dataframe[0].value["step"]) == [5, 4, 3, 2, 1]
+    table = at.dataframe[0].value
+    assert list(table["step"]) == [412, 300, 100, 5, 4, 3, 2, 1]
+    assert list(table.columns) == ["severity", "kind", "step", "end_step", "rank", "message"]
     toasts = [t.value for t in at.toast]
     assert len(toasts) == 3  # the newest two, then a count of the rest
     assert toasts[0].startswith("nan at step 412 \\(rank 1\\)") and toasts[1].startswith("plateau at step 300"), toasts
