@@ -67,5 +67,5 @@ def send_test(status: NotifyStatus) -> None:
         if result.ok:
             st.success(f"{name}: delivered", icon=":material/check_circle:")
         else:
-            # delivery errors are already redacted; escaping keeps them plain text
-            st.error(f"{name}: {escape_markdown(result.error or 'failed')}", icon=":material/error:")
+            # delivery errors are already redacted; a code span keeps them plain text (no autolinked URL)
+            st.error(f"{name}: `{escape_code(result.error or 'failed')}`", icon=":material/error:")

@@ -31,6 +31,7 @@ SEVERITY_COLORS: dict[str, str] = {"info": "#17becf", "warning": "#f0a202", "err
 BAND_OPACITY: dict[str, float] = {"info": 0.06, "warning": 0.1, "error": 0.14}
 LINE_OPACITY = 0.8
 MAX_LABELS = 6
+MAX_SHAPES = 500
 MAX_HOVER_CHARS = 300
 FINDING_SHAPE_PREFIX = "finding:"  # shape names start with it, so tests and callers can tell them apart
 
@@ -43,9 +44,14 @@ def add_findings(
     x_of_step: StepToX | None = None,
     *,
     max_labels: int = MAX_LABELS,
+    max_shapes: int = MAX_SHAPES,
     kinds: Collection[str] | None = None,
 ) -> go.Figure:
     """Mark each finding on ``fig`` and return it (changed in place).
+
+    Marks drawn by an earlier call are replaced, so calling it again on the same (cached) figure
+    with newer findings does not pile marks up. The shapes are set in one layout update: adding
+    200 findings one ``add_shape`` at a time would take seconds.
 
     Args:
         fig: any figure with an ``x`` axis (``dual_axis_figure`` and friends).
@@ -55,6 +61,8 @@ def add_findings(
             samples): see :func:`step_mapper`. A finding it maps to None or NaN is skipped.
         max_labels: at most this many findings get a label (most severe first, then newest); every
             finding keeps its line or band.
+        max_shapes: a bound on the lines and bands (most severe, then newest, kept) so that a
+            pathological run cannot stall the browser; far above what a page shows in practice.
         kinds: only findings of these kinds (None = all), e.g. the loss chart shows ``loss_spike``.
     """
     placed = []
@@ -67,12 +75,19 @@ def add_findings(
         end = finding.end_step
         x1 = _x(end, x_of_step) if end is not None and end != finding.step else None
         placed.append((finding, x0, x1))
-    for finding, x0, x1 in placed:
-        _add_shape(fig, finding, x0, x1)
-    labelled = sorted(placed, key=lambda p: (-_level(p[0].severity), -p[0].step))[: max(0, max_labels)]
-    for finding, x0, _x1 in labelled:
-        _add_label(fig, finding, x0)
+    ranked = sorted(placed, key=lambda p: (-_level(p[0].severity), -p[0].step))
+    kept = ranked[: max(0, max_shapes)]
+    shapes = [_shape(finding, x0, x1) for finding, x0, x1 in sorted(kept, key=lambda p: p[0].step)]
+    labels = [_label(finding, x0) for finding, x0, _x1 in kept[: max(0, max_labels)]]
+    # assignment replaces the tuples (update_layout would merge them element by element, slowly)
+    fig.layout.shapes = [*_others(fig.layout.shapes), *shapes]
+    fig.layout.annotations = [*_others(fig.layout.annotations), *labels]
     return fig
+
+
+def _others(items: Sequence[Any]) -> list[Any]:
+    """Layout items not drawn by :func:`add_findings`."""
+    return [item for item in items or () if not (item.name or "").startswith(FINDING_SHAPE_PREFIX)]
 
 
 def step_mapper(frame: pd.DataFrame, x_kind: str = "step") -> StepToX | None:
@@ -118,55 +133,41 @@ def _level(severity: str) -> int:
     return {"info": 0, "warning": 1, "error": 2}.get(severity, 0)
 
 
-def _add_shape(fig: go.Figure, finding: Any, x0: Any, x1: Any | None) -> None:
+def _shape(finding: Any, x0: Any, x1: Any | None) -> dict[str, Any]:
     color = SEVERITY_COLORS.get(finding.severity, SEVERITY_COLORS["info"])
-    name = f"{FINDING_SHAPE_PREFIX}{finding.kind}"
+    common = {"name": f"{FINDING_SHAPE_PREFIX}{finding.kind}", "xref": "x", "yref": "paper", "y0": 0, "y1": 1}
     if x1 is None:
-        fig.add_shape(
-            type="line",
-            name=name,
-            xref="x",
-            x0=x0,
-            x1=x0,
-            yref="paper",
-            y0=0,
-            y1=1,
-            opacity=LINE_OPACITY,
-            line={"color": color, "width": 1, "dash": "dash"},
-        )
-    else:
-        fig.add_shape(
-            type="rect",
-            name=name,
-            xref="x",
-            x0=x0,
-            x1=x1,
-            yref="paper",
-            y0=0,
-            y1=1,
-            fillcolor=color,
-            opacity=BAND_OPACITY.get(finding.severity, 0.1),
-            line={"width": 0},
-            layer="below",
-        )
+        line = {"color": color, "width": 1, "dash": "dash"}
+        return {**common, "type": "line", "x0": x0, "x1": x0, "opacity": LINE_OPACITY, "line": line}
+    return {
+        **common,
+        "type": "rect",
+        "x0": x0,
+        "x1": x1,
+        "fillcolor": color,
+        "opacity": BAND_OPACITY.get(finding.severity, 0.1),
+        "line": {"width": 0},
+        "layer": "below",
+    }
 
 
-def _add_label(fig: go.Figure, finding: Any, x0: Any) -> None:
+def _label(finding: Any, x0: Any) -> dict[str, Any]:
     color = SEVERITY_COLORS.get(finding.severity, SEVERITY_COLORS["info"])
-    fig.add_annotation(
-        x=x0,
-        xref="x",
-        y=1,
-        yref="paper",
-        yanchor="top",
-        xanchor="center",
-        textangle=-90,
-        text=_plain(finding.kind),
-        hovertext=hover_text(finding),
-        showarrow=False,
-        font={"color": color, "size": 10},
-        bgcolor="rgba(255,255,255,0.7)",
-    )
+    return {
+        "name": f"{FINDING_SHAPE_PREFIX}{finding.kind}",
+        "x": x0,
+        "xref": "x",
+        "y": 1,
+        "yref": "paper",
+        "yanchor": "top",
+        "xanchor": "center",
+        "textangle": -90,
+        "text": _plain(finding.kind),
+        "hovertext": hover_text(finding),
+        "showarrow": False,
+        "font": {"color": color, "size": 10},
+        "bgcolor": "rgba(255,255,255,0.7)",
+    }
 
 
 def hover_text(finding: Any) -> str:
@@ -187,4 +188,4 @@ def _plain(text: str) -> str:
     return html.escape(" ".join(str(text).split()), quote=False)
 
 
-__all__ = ["MAX_LABELS", "SEVERITY_COLORS", "add_findings", "hover_text", "step_mapper"]
+__all__ = ["MAX_LABELS", "MAX_SHAPES", "SEVERITY_COLORS", "add_findings", "hover_text", "step_mapper"]

@@ -31,7 +31,7 @@ def test_a_point_is_a_dashed_line_and_an_episode_is_a_band() -> None:
             Finding("throughput_drop", "warning", 50, "slower", end_step=80),
         ],
     )
-    line, band = finding_shapes(fig)
+    band, line = finding_shapes(fig)  # in step order
     assert (line.type, line.x0, line.x1, line.yref) == ("line", 120, 120, "paper")
     assert line.line.color == SEVERITY_COLORS["error"]
     assert (band.type, band.x0, band.x1) == ("rect", 50, 80)
@@ -98,3 +98,28 @@ def test_hover_text_is_escaped_and_bounded() -> None:
     assert len(text) < 400
     fig = add_findings(go.Figure(), [f])
     assert fig.layout.annotations[0].hovertext == text
+
+
+def test_calling_again_replaces_the_marks_and_keeps_the_figures_own() -> None:
+    df = frame()
+    df.loc[150:, "loss"] = np.nan
+    fig = dual_axis_figure(df)  # draws its own "first non-finite" line and label
+    own_shapes, own_labels = len(fig.layout.shapes), len(fig.layout.annotations)
+    assert own_shapes == 1 and own_labels == 1
+    many = [Finding("loss_spike", "warning", s, "spike") for s in range(10, 150, 10)]
+    add_findings(fig, many)
+    add_findings(fig, many)
+    assert len(finding_shapes(fig)) == len(many)
+    add_findings(fig, [Finding("nan", "error", 151, "NaN")])
+    assert [s.x0 for s in finding_shapes(fig)] == [151]
+    assert len(fig.layout.shapes) == own_shapes + 1 and len(fig.layout.annotations) == own_labels + 1
+    add_findings(fig, [])
+    assert len(fig.layout.shapes) == own_shapes and len(fig.layout.annotations) == own_labels
+
+
+def test_shapes_are_capped_most_severe_then_newest_kept() -> None:
+    findings = [Finding("loss_spike", "warning", s, "spike") for s in range(1, 101)]
+    findings.append(Finding("nan", "error", 0, "NaN"))
+    fig = add_findings(go.Figure(), findings, max_shapes=10)
+    xs = [s.x0 for s in finding_shapes(fig)]
+    assert xs == [0, *range(92, 101)]  # sorted by step; the error first kept, then the newest
