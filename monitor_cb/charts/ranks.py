@@ -1,0 +1,580 @@
+"""Figure builders for multi-rank runs and telemetry: plotly only, each returns a ``go.Figure``.
+
+* :func:`rank_band_figure`: per step the mean across ranks as a line in a shaded min-max band; a
+  NaN/±inf on any rank is a red X on the mean (the hover names the ranks), never averaged away.
+* :func:`per_rank_figure`: one trace per rank, each rank always in the same colour (:func:`rank_color`).
+* :func:`rank_step_time_figure`: step time per rank side by side (boxes) and each rank's step time
+  relative to the other ranks' median over the run, so a straggler stands out.
+* :func:`utilisation_figure`: device / CPU utilisation (%) left and memory (GiB) right, against steps.
+
+Budgets: a trace holds at most about ``n_out`` points. For long runs the band is cut into ``n_out``
+buckets of steps, each keeping its extreme min and max (a one-step spike on one rank survives); the
+mean line is downsampled with the spike-keeping MinMaxLTTB of :mod:`monitor_cb.analysis.downsample`.
+Takes the frame of ``RunStore.frame(run_id)`` (ranks merged, a ``rank`` column).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from monitor_cb.analysis.downsample import DEFAULT_N_OUT, downsample_indices
+from monitor_cb.analysis.ranks import RankMatrix, frame_ranks, leave_one_out_median, rank_matrix
+from monitor_cb.analysis.series import XAxis, float_values, x_axis
+from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.charts.figures import DEFAULT_UIREVISION, GIB, Masks, XRange, dual_axis_figure, empty_figure
+from monitor_cb.charts.style import NONFINITE_COLOR, PALETTE, RAW_OPACITY, THRESHOLD_COLOR, apply_layout
+from monitor_cb.charts.traces import (
+    MetricPlot,
+    Ranks,
+    RowFilter,
+    _drawable,
+    _scatter,
+    add_first_nonfinite_line,
+    add_metric,
+)
+
+UTILISATION_COLUMNS: tuple[str, ...] = ("gpu_util", "npu_util", "sys_cpu_percent")
+MEMORY_BYTES_COLUMNS: tuple[str, ...] = ("mem_device", "mem_device_peak", "mem_device_reserved", "gpu_mem_used")
+HOST_MEMORY_COLUMNS: tuple[str, ...] = ("mem_host_rss",)
+MEMORY_PERCENT_COLUMNS: tuple[str, ...] = ("npu_mem_util", "sys_mem_percent")
+NPU_MEM = "npu_mem"  # derived: npu_mem_util% x npu_mem_total_mb, in GiB
+
+
+def rank_color(rank: int) -> str:
+    """The colour of ``rank`` on every multi-rank chart (the palette, cycled)."""
+    return PALETTE[int(rank) % len(PALETTE)]
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+# --------------------------------------------------------------------------- band
+def rank_band_figure(
+    frame: pd.DataFrame,
+    metric: str,
+    x: str = "step",
+    smoothing: float = 0.0,
+    logged: Masks = None,
+    n_out: int = DEFAULT_N_OUT,
+    *,
+    log_y: bool = False,
+    x_range: XRange = None,
+    uirevision: Any = DEFAULT_UIREVISION,
+    title: str | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """Per step, the mean of ``metric`` across ranks in a shaded min-max band.
+
+    Args:
+        frame: a merged multi-rank frame (one rank works too: the band is then the line).
+        metric: the column to draw.
+        x: ``step`` or another x kind of :func:`monitor_cb.analysis.series.x_axis`; a step's x is
+            the latest x among its ranks (the step is done when the last rank is).
+        smoothing: TensorBoard EMA weight on the mean (the raw mean stays, faint); the band is raw.
+        logged: ``RunStore.logged_mask`` per column; without it every NaN is a logged NaN.
+        n_out: points per trace (buckets of the band).
+        log_y: log scale; values <= 0 leave the line and the band.
+
+    Returns:
+        Traces ``<metric> min`` (hidden from the legend), ``<metric> min–max across ranks`` (the band,
+        filled to the min), ``<metric> mean (raw)`` (only with smoothing), ``<metric> mean``, and
+        ``<metric> non-finite`` (red X per step with a NaN/±inf on some rank; the hover names them).
+    """
+    ema_debiased([], smoothing)  # validate the weight before any work
+    m = rank_matrix(frame, metric, logged)
+    if m is None or not m.logged.any():
+        return empty_figure(f"no {metric} logged yet", height)
+    xa = x_axis(frame, x)
+    steps_x, keep = _step_x(m, xa)
+    values = m.values[keep]
+    logged_cells = m.logged[keep]
+    steps, step_x = m.steps[keep], steps_x[keep]
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(values) & ((values > 0) if log_y else True)
+    clean = np.where(finite, values, np.nan)
+    count = finite.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, np.where(finite, values, 0.0).sum(axis=1) / count, np.nan)
+    lo, hi = np.fmin.reduce(clean, axis=1), np.fmax.reduce(clean, axis=1)
+    color = PALETTE[0]
+    fig = go.Figure()
+    _add_band(fig, metric, m.ranks, step_x, clean, lo, hi, color, n_out)
+    _add_mean(fig, metric, step_x, mean, smoothing, log_y, color, n_out)
+    bad = logged_cells & ~np.isfinite(values)
+    first_bad = _add_nonfinite(fig, metric, steps, step_x, values, bad, m.ranks, mean, n_out)
+    if first_bad is not None:
+        add_first_nonfinite_line(fig, first_bad, [metric], _x_of(xa, step_x))
+    apply_layout(
+        fig,
+        xa,
+        y_title=metric,
+        y2_title=None,
+        log_y=log_y,
+        log_y2=False,
+        x_range=x_range,
+        uirevision=uirevision,
+        title=title,
+        height=height,
+    )
+    return fig
+
+
+def _step_x(m: RankMatrix, xa: XAxis) -> tuple[np.ndarray, np.ndarray]:
+    """Per step its x (``datetime64`` kept), and which steps have one and a logged value."""
+    if xa.kind == "step":
+        return m.steps, m.logged.any(axis=1)
+    raw = xa.values.view(np.int64).astype(np.float64) if xa.is_datetime else xa.values.astype(np.float64)
+    if xa.is_datetime:
+        raw[np.isnat(xa.values)] = np.nan
+    cells = np.where(m.rows >= 0, raw[np.maximum(m.rows, 0)], np.nan)
+    per_step = np.fmax.reduce(cells, axis=1)
+    keep = np.isfinite(per_step) & m.logged.any(axis=1)
+    if xa.is_datetime:
+        return np.where(keep, per_step, 0).astype(np.int64).view("datetime64[ns]"), keep
+    return per_step, keep
+
+
+def _x_of(xa: XAxis, values: np.ndarray) -> XAxis:
+    return XAxis(xa.kind, values, xa.title, xa.is_datetime)
+
+
+def _buckets(n: int, n_out: int) -> np.ndarray:
+    """Start positions of at most ``n_out`` equal buckets over ``n`` points."""
+    return np.unique(np.linspace(0, n, min(n, n_out), endpoint=False).astype(np.int64))
+
+
+def _add_band(
+    fig: go.Figure,
+    metric: str,
+    ranks: np.ndarray,
+    step_x: np.ndarray,
+    clean: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    color: str,
+    n_out: int,
+) -> None:
+    """Min and max across ranks (of each bucket), with the rank that holds each in the hover."""
+    lo_rank = _rank_at(clean, lo, ranks)
+    hi_rank = _rank_at(clean, hi, ranks)
+    n = lo.size
+    shape = "linear"
+    if n > n_out:  # per bucket: its lowest min and highest max, drawn as steps over the bucket
+        starts = _buckets(n, n_out - 1)  # plus the closing point: n_out in all
+        lo, lo_rank = _bucket_extreme(lo, lo_rank, starts, np.fmin)
+        hi, hi_rank = _bucket_extreme(hi, hi_rank, starts, np.fmax)
+        # the last bucket's level also at the last step, so the band reaches the end of the run
+        lo, hi = np.append(lo, lo[-1]), np.append(hi, hi[-1])
+        lo_rank, hi_rank = np.append(lo_rank, lo_rank[-1]), np.append(hi_rank, hi_rank[-1])
+        step_x = np.append(step_x[starts], step_x[-1:])
+        shape = "hv"
+    common = {"mode": "lines", "line": {"width": 0, "shape": shape}, "legendgroup": f"{metric} band"}
+    fig.add_trace(
+        go.Scatter(
+            x=step_x,
+            y=lo,
+            name=f"{metric} min",
+            showlegend=False,
+            customdata=lo_rank,
+            hovertemplate="min %{y:.4g} (rank %{customdata})<extra></extra>",
+            **common,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=step_x,
+            y=hi,
+            name=f"{metric} min–max across ranks",
+            fill="tonexty",
+            fillcolor=_rgba(color, 0.2),
+            customdata=hi_rank,
+            hovertemplate="max %{y:.4g} (rank %{customdata})<extra></extra>",
+            **common,
+        )
+    )
+
+
+def _rank_at(clean: np.ndarray, target: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The rank holding ``target`` (the row min or max) in each row; -1 where the row has no value."""
+    hit = clean == target[:, None]
+    col = np.argmax(hit, axis=1)
+    return np.where(hit.any(axis=1), ranks[col], -1)
+
+
+def _bucket_extreme(
+    values: np.ndarray, owner: np.ndarray, starts: np.ndarray, ufunc: np.ufunc
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per bucket the extreme of ``values`` (NaN-ignoring) and the ``owner`` of its first occurrence."""
+    extreme = ufunc.reduceat(values, starts)
+    sizes = np.diff(np.append(starts, values.size))
+    at = np.where(values == np.repeat(extreme, sizes), np.arange(values.size), values.size)
+    first = np.minimum.reduceat(at, starts)
+    owner_ext = np.append(owner, -1)[first]
+    return extreme, owner_ext
+
+
+def _add_mean(
+    fig: go.Figure,
+    metric: str,
+    step_x: np.ndarray,
+    mean: np.ndarray,
+    smoothing: float,
+    log: bool,
+    color: str,
+    n_out: int,
+) -> None:
+    picked = downsample_indices(step_x, mean, n_out, max_nonfinite=n_out)
+    x_drawn = step_x[picked]
+    if smoothing > 0:
+        smooth = ema_debiased(mean, smoothing)[picked]
+        fig.add_trace(
+            _scatter(
+                x_drawn,
+                _drawable(mean[picked], log),
+                mode="lines",
+                name=f"{metric} mean (raw)",
+                line={"color": color, "width": 1},
+                opacity=RAW_OPACITY,
+                showlegend=False,
+                legendgroup=metric,
+                hovertemplate="mean raw: %{y:.4g}<extra></extra>",
+            )
+        )
+        drawn = smooth
+    else:
+        drawn = mean[picked]
+    fig.add_trace(
+        _scatter(
+            x_drawn,
+            _drawable(drawn, log),
+            mode="lines",
+            name=f"{metric} mean",
+            line={"color": color, "width": 2 if smoothing > 0 else 1.5},
+            legendgroup=metric,
+            hovertemplate="mean: %{y:.4g}<extra></extra>",
+        )
+    )
+
+
+def _add_nonfinite(
+    fig: go.Figure,
+    metric: str,
+    steps: np.ndarray,
+    step_x: np.ndarray,
+    values: np.ndarray,
+    bad: np.ndarray,
+    ranks: np.ndarray,
+    mean: np.ndarray,
+    cap: int,
+) -> Any:
+    """A red X per step where some rank logged NaN/±inf, at the mean (else the last finite mean); first x."""
+    rows = np.flatnonzero(bad.any(axis=1))
+    if rows.size == 0:
+        return None
+    if rows.size > cap:  # keep the first one, then evenly spaced
+        rows = rows[np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))]
+    good = np.flatnonzero(np.isfinite(mean))
+    if good.size:
+        before = np.searchsorted(good, rows, side="right") - 1
+        anchor = mean[good[np.maximum(before, 0)]]
+    else:
+        anchor = np.zeros(rows.size)
+    text = [_nonfinite_text(metric, int(steps[i]), values[i], bad[i], ranks) for i in rows]
+    fig.add_trace(
+        go.Scatter(
+            x=step_x[rows],
+            y=anchor,
+            name=f"{metric} non-finite",
+            mode="markers",
+            marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
+            legendgroup=metric,
+            showlegend=False,
+            text=text,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    return step_x[rows[0]]
+
+
+def _nonfinite_text(metric: str, step: int, row: np.ndarray, bad: np.ndarray, ranks: np.ndarray) -> str:
+    groups: dict[str, list[str]] = {}
+    for value, rank in zip(row[bad], ranks[bad], strict=True):
+        label = "NaN" if np.isnan(value) else ("+inf" if value > 0 else "-inf")
+        groups.setdefault(label, []).append(str(int(rank)))
+    parts = [f"{label} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for label, r in groups.items()]
+    return f"{metric} = {'; '.join(parts)} at step {step}"
+
+
+# --------------------------------------------------------------------------- per rank
+def per_rank_figure(
+    frame: pd.DataFrame,
+    metric: str,
+    ranks: Sequence[int] | None = None,
+    x: str = "step",
+    smoothing: float = 0.0,
+    logged: Masks = None,
+    n_out: int = DEFAULT_N_OUT,
+    *,
+    log_y: bool = False,
+    x_range: XRange = None,
+    uirevision: Any = DEFAULT_UIREVISION,
+    title: str | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """One trace ``rank <r>`` per rank (all by default), each in :func:`rank_color`, NaN/±inf as red X markers.
+
+    With smoothing each rank also gets a faint ``rank <r> (raw)`` trace, as :func:`dual_axis_figure`
+    draws; each trace holds at most about ``n_out`` points.
+    """
+    ema_debiased([], smoothing)
+    if metric not in frame.columns or len(frame) == 0:
+        return empty_figure(f"no {metric} logged yet", height)
+    xa = x_axis(frame, x)  # on the whole frame, so elapsed time starts at the run's first record
+    rank_col = float_values(frame["rank"]) if "rank" in frame.columns else np.zeros(len(frame))
+    chosen = frame_ranks(frame) if ranks is None else np.asarray(list(ranks), dtype=np.int64)
+    mask = None if logged is None or metric not in logged else np.asarray(logged[metric], dtype=bool)
+    columns = [c for c in ("step", "t") if c in frame.columns]
+    fig = go.Figure()
+    first_bad: Any = None
+    for rank in chosen.tolist():
+        rows = np.flatnonzero(rank_col == rank)
+        if rows.size == 0:
+            continue
+        label = f"rank {rank}"
+        part = frame.iloc[rows][columns].reset_index(drop=True)
+        part[label] = float_values(frame[metric])[rows]
+        masks = None if mask is None else {label: mask[rows]}
+        plot = MetricPlot(label, "y", rank_color(rank), smoothing, log_y, None, False)
+        filters = RowFilter(masks, None, Ranks(None, None))
+        bad_x = add_metric(fig, part, _x_of(xa, xa.values[rows]), plot, filters, n_out)
+        if bad_x is not None and (first_bad is None or bad_x < first_bad):
+            first_bad = bad_x
+    if first_bad is not None:
+        add_first_nonfinite_line(fig, first_bad, [metric], xa)
+    apply_layout(
+        fig,
+        xa,
+        y_title=metric,
+        y2_title=None,
+        log_y=log_y,
+        log_y2=False,
+        x_range=x_range,
+        uirevision=uirevision,
+        title=title,
+        height=height,
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- step time
+def rank_step_time_figure(
+    frame: pd.DataFrame,
+    metric: str = "step_time",
+    *,
+    last: int | None = None,
+    n_out: int = DEFAULT_N_OUT,
+    ratio_line: float | None = 1.3,
+    uirevision: Any = DEFAULT_UIREVISION,
+    title: str | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """Step time per rank side by side (left) and relative to the other ranks' median per step (right).
+
+    Args:
+        frame: a merged multi-rank frame.
+        metric: the per-rank time column (``step_time``; ``data_time`` works too).
+        last: only the last ``last`` steps (a recent straggler is not drowned by a long healthy past).
+        n_out: points per relative-time line; longer runs are cut into buckets drawn at their median
+            (single-step hiccups do not clutter the view; the boxes show the spread).
+        ratio_line: a dashed line at this ratio (``DiagnosisSettings.straggler_ratio``), None = none.
+
+    Returns:
+        A two-panel figure: per rank a box ``rank <r>`` (median, quartiles, whiskers at the 1st and
+        99th percentile; the boxes are computed here, not sent as raw points) and a line
+        ``rank <r> · <median ratio>×`` on the right.
+    """
+    m = rank_matrix(frame, metric)
+    if m is None or not np.isfinite(m.values).any():
+        return empty_figure(f"no {metric} logged yet", height)
+    values = np.where(np.isfinite(m.values) & (m.values > 0), m.values, np.nan)
+    steps = m.steps
+    if last is not None:
+        values, steps = values[-int(last) :], steps[-int(last) :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = values / leave_one_out_median(values)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.3, 0.7],
+        horizontal_spacing=0.08,
+        subplot_titles=(f"{metric} per rank" + (f" (last {len(steps):,} steps)" if last else ""), "vs other ranks"),
+    )
+    bucket_x, bucket_ratio = _bucket_medians(steps, ratio, n_out)
+    for j, rank in enumerate(m.ranks.tolist()):
+        column = values[:, j][np.isfinite(values[:, j])]
+        if column.size == 0:
+            continue
+        color = rank_color(rank)
+        p1, q1, med, q3, p99 = np.percentile(column, [1, 25, 50, 75, 99])
+        fig.add_trace(
+            go.Box(
+                x=[f"rank {rank}"],
+                q1=[q1],
+                median=[med],
+                q3=[q3],
+                lowerfence=[p1],
+                upperfence=[p99],
+                mean=[float(column.mean())],
+                name=f"rank {rank}",
+                marker={"color": color},
+                legendgroup=f"rank {rank}",
+                showlegend=False,
+            ),
+            row=1,
+            col=1,
+        )
+        finite_ratio = ratio[:, j][np.isfinite(ratio[:, j])]
+        typical = float(np.median(finite_ratio)) if finite_ratio.size else float("nan")
+        fig.add_trace(
+            _scatter(
+                bucket_x,
+                bucket_ratio[:, j],
+                mode="lines",
+                name=f"rank {rank} · {typical:.2f}×",
+                line={"color": color, "width": 1.5},
+                legendgroup=f"rank {rank}",
+                hovertemplate=f"rank {rank}: %{{y:.2f}}× the others' median<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    for level, dash, tint in ((1.0, "dot", "#7f7f7f"), (ratio_line, "dash", THRESHOLD_COLOR)):
+        if level is not None:
+            fig.add_hline(y=level, line={"color": tint, "width": 1, "dash": dash}, opacity=0.6, row=1, col=2)
+    fig.update_yaxes(title_text="seconds per step", row=1, col=1)
+    fig.update_yaxes(title_text="step time / others' median", row=1, col=2)
+    fig.update_xaxes(title_text="step", row=1, col=2)
+    fig.update_layout(
+        title=title,
+        height=height,
+        margin={"l": 55, "r": 15, "t": 60, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "x": 0},
+        hovermode="x",
+        uirevision=uirevision,
+    )
+    return fig
+
+
+def _bucket_medians(steps: np.ndarray, ratio: np.ndarray, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, ratio)``: all points when they fit, else the median of each of ``n_out`` equal buckets (at its middle)."""
+    n, k = ratio.shape
+    if n <= n_out:
+        return steps, ratio
+    size = -(-n // n_out)
+    nb = -(-n // size)
+    padded = np.full((nb * size, k), np.nan)
+    padded[:n] = ratio
+    ordered = np.sort(padded.reshape(nb, size, k), axis=1)  # NaN last
+    count = np.isfinite(ordered).sum(axis=1)
+    lo = np.maximum((count - 1) // 2, 0)[:, None, :]
+    hi = np.maximum(count // 2, 0)[:, None, :]
+    med = (np.take_along_axis(ordered, lo, axis=1) + np.take_along_axis(ordered, hi, axis=1))[:, 0, :] / 2
+    med[count == 0] = np.nan
+    middle = np.minimum(np.arange(nb) * size + size // 2, n - 1)
+    return steps[middle], med
+
+
+# --------------------------------------------------------------------------- telemetry
+def telemetry_columns(frame: pd.DataFrame) -> list[str]:
+    """The utilisation and memory columns this frame has values in (empty: no telemetry chart)."""
+    names = (*UTILISATION_COLUMNS, *MEMORY_BYTES_COLUMNS, *HOST_MEMORY_COLUMNS, *MEMORY_PERCENT_COLUMNS)
+    return [c for c in names if c in frame.columns and frame[c].notna().any()]
+
+
+def utilisation_figure(
+    frame: pd.DataFrame,
+    x: str = "step",
+    rank: int | None = None,
+    smoothing: float = 0.0,
+    n_out: int = DEFAULT_N_OUT,
+    *,
+    x_range: XRange = None,
+    uirevision: Any = DEFAULT_UIREVISION,
+    title: str | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """Utilisation (``gpu_util``, ``npu_util``, ``sys_cpu_percent``, %) left and memory right, against ``x``.
+
+    Memory is in GiB (``mem_device``, ``mem_device_peak``, ``mem_device_reserved``, ``gpu_mem_used``,
+    ``npu_mem`` from ``npu_mem_util`` x ``npu_mem_total_mb``, ``mem_host_rss``); without any of those,
+    ``npu_mem_util`` / ``sys_mem_percent`` in % share the left axis. Absent columns are skipped. The
+    telemetry sampler joins a sample to the last logged step's row about once a second, so a NaN here
+    means "not sampled at this step" and is never marked. ``rank``: which rank of a merged frame
+    (default the lowest).
+    """
+    util = [c for c in UTILISATION_COLUMNS if _has(frame, c)]
+    data = frame[[c for c in ("step", "t", "rank", "samples") if c in frame.columns] + _x_column(frame, x)].copy()
+    memory: list[str] = []
+    for column in MEMORY_BYTES_COLUMNS + HOST_MEMORY_COLUMNS:
+        if _has(frame, column):
+            data[column] = float_values(frame[column]) / GIB
+            memory.append(column)
+    if _has(frame, "npu_mem_util") and _has(frame, "npu_mem_total_mb"):
+        used = float_values(frame["npu_mem_util"]) / 100 * float_values(frame["npu_mem_total_mb"]) * 2**20
+        data[NPU_MEM] = used / GIB
+        memory.insert(len([c for c in memory if c in MEMORY_BYTES_COLUMNS]), NPU_MEM)
+    percent = [c for c in MEMORY_PERCENT_COLUMNS if _has(frame, c)] if not memory else []
+    for column in util + percent:
+        data[column] = float_values(frame[column])
+    if not util and not memory and not percent:
+        return empty_figure("no utilisation or memory telemetry logged", height)
+    masks: Mapping[str, np.ndarray] = {c: data[c].notna().to_numpy() for c in (*util, *percent, *memory)}
+    left = util + percent
+    return dual_axis_figure(
+        data,
+        x,
+        left,
+        memory,
+        smoothing,
+        False,
+        None,
+        x_range,
+        uirevision,
+        logged=masks,
+        n_out=n_out,
+        rank=rank,
+        title=title,
+        y_title="utilisation %" if left else None,
+        y2_title="GiB" if memory else None,
+        height=height,
+    )
+
+
+def _has(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame.columns and bool(frame[column].notna().any())
+
+
+def _x_column(frame: pd.DataFrame, x: str) -> list[str]:
+    return [x] if x in frame.columns and x not in ("step", "t", "rank", "samples") else []
+
+
+__all__ = [
+    "HOST_MEMORY_COLUMNS",
+    "MEMORY_BYTES_COLUMNS",
+    "MEMORY_PERCENT_COLUMNS",
+    "UTILISATION_COLUMNS",
+    "per_rank_figure",
+    "rank_band_figure",
+    "rank_color",
+    "rank_step_time_figure",
+    "telemetry_columns",
+    "utilisation_figure",
+]
