@@ -4,8 +4,9 @@ Prints, in one run:
 * per failure kind (one slow or one diverging rank injected at a random step): runs, flagged on the
   right rank, the delay in logged points after the onset (median / max), and any other rank finding
   (another rank, another kind, or before the onset) as false alarms; misses are listed;
-* healthy 8-rank runs (different seeds and lengths): every rank finding is a false alarm; the full
-  ``diagnose`` (every detector, per rank and across ranks) is run on them too;
+* a sensitivity sweep: detection rate against the size of a fixed fault (below and above the thresholds);
+* healthy 8-rank runs (different seeds, lengths log-uniform 300..20,000 steps): every rank finding is
+  a false alarm; the full ``diagnose`` (every detector, per rank and across ranks) is run on them too;
 * the time the two detectors take on an 8-rank x 125k-step frame (1M rows).
 
 Run: ``.venv/bin/python bench/bench_ranks.py [--runs 24] [--healthy 24] [--steps 125000]``
@@ -17,6 +18,8 @@ import argparse
 import statistics
 import time
 from collections import Counter
+
+import numpy as np
 
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
 from monitor_cb.diagnosis.synthetic_ranks import (
@@ -66,11 +69,37 @@ def bench_kinds(runs: int, settings: DiagnosisSettings) -> list[str]:
     return lines
 
 
+SWEEP = {
+    "straggler": ("compute", (1.1, 1.2, 1.3, 1.4, 1.6, 2.0)),
+    "rank_divergence": ("loss_jump", (2.0, 3.0, 4.0, 5.0, 6.0, 8.0)),
+}
+
+
+def bench_sweep(runs: int, settings: DiagnosisSettings) -> list[str]:
+    """Detection rate against the size of the fault (straggler: slowdown x; divergence: cross-rank sigmas)."""
+    lines = ["sensitivity (flagged/runs, delay median), fixed-size faults from the onset:"]
+    for kind, (variant, sizes) in SWEEP.items():
+        cells = []
+        for size in sizes:
+            delays = []
+            for j in range(runs):
+                run = labelled_ranks_run(kind, 20_000 + j, variant=variant, size=size)
+                result = score_ranks(run, settings)
+                if result.detected:
+                    delays.append(result.delay)
+            med = f"{statistics.median(delays):.0f}" if delays else "-"
+            unit = "x" if kind == "straggler" else "sd"
+            cells.append(f"{size:g}{unit} {len(delays)}/{runs} ({med})")
+        lines.append(f"  {kind:<16} {variant:<10} " + "  ".join(cells))
+    return lines
+
+
 def bench_healthy(n: int, settings: DiagnosisSettings) -> list[str]:
     rank_alarms, other_alarms, info, lengths = Counter(), Counter(), Counter(), []
     for j in range(n):
         seed = 90_000 + j
-        frame = healthy_ranks_run(seed)
+        length = int(np.exp(np.random.default_rng(seed).uniform(np.log(300), np.log(20_000))))
+        frame = healthy_ranks_run(seed, length)
         lengths.append(len(frame) // 8)
         for f in rank_findings(frame, settings):
             rank_alarms[f.kind] += 1
@@ -78,6 +107,10 @@ def bench_healthy(n: int, settings: DiagnosisSettings) -> list[str]:
         for f in diagnose(frame, settings, status="finished"):
             if f.kind not in RANK_FAILURE_KINDS:
                 (other_alarms if f.level >= 1 else info)[f.kind] += 1
+                if f.level >= 1:
+                    print(
+                        f"  OTHER DETECTOR seed {seed} ({len(frame) // 8} steps): {f.kind} rank {f.rank}: {f.message}"
+                    )
     return [
         f"healthy 8-rank runs: {n} (seeds 90000..{90_000 + n - 1}, {min(lengths):,}..{max(lengths):,} steps per rank, "
         f"median {int(statistics.median(lengths)):,})",
@@ -104,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=24, help="injected runs per kind")
     parser.add_argument("--healthy", type=int, default=24, help="healthy runs")
+    parser.add_argument("--sweep", type=int, default=10, help="runs per size in the sensitivity sweep")
     parser.add_argument("--steps", type=int, default=125_000, help="steps per rank for the timing (0 = skip)")
     args = parser.parse_args()
     settings = DiagnosisSettings()
@@ -114,6 +148,8 @@ def main() -> None:
     )
     started = time.perf_counter()
     for line in bench_kinds(args.runs, settings):
+        print(line)
+    for line in bench_sweep(args.sweep, settings):
         print(line)
     for line in bench_healthy(args.healthy, settings):
         print(line)

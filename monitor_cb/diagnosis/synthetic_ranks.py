@@ -136,8 +136,20 @@ def healthy_ranks_run(seed: int, n_points: int | None = None, world: int = 8) ->
     return to_frame(healthy_ranks(seed, n_points, world))
 
 
-def labelled_ranks_run(kind: str | None, seed: int, n_points: int | None = None, world: int = 8) -> LabelledRanks:
-    """A healthy run (``kind=None``) or one with ``straggler`` / ``rank_divergence`` injected on one rank."""
+def labelled_ranks_run(
+    kind: str | None,
+    seed: int,
+    n_points: int | None = None,
+    world: int = 8,
+    *,
+    variant: str | None = None,
+    size: float | None = None,
+) -> LabelledRanks:
+    """A healthy run (``kind=None``) or one with ``straggler`` / ``rank_divergence`` injected on one rank.
+
+    ``variant`` and ``size`` (slowdown factor; departure in cross-rank sigmas) default to random draws
+    (straggler: compute / throttle / input, 1.4..3x; divergence: loss_jump / loss_drift / grad, 6..20 sigmas).
+    """
     r = healthy_ranks(seed, n_points, world)
     if kind is None:
         return LabelledRanks(to_frame(r), None, "healthy", None, None, None, None, seed, world)
@@ -148,7 +160,7 @@ def labelled_ranks_run(kind: str | None, seed: int, n_points: int | None = None,
     at = int(rng.integers(max(int(0.15 * n), 40), max(int(0.85 * n), 41)))
     rank = int(rng.integers(0, world))
     inject = _straggler if kind == "straggler" else _divergence
-    variant, size = inject(r, rng, at, rank)
+    variant, size = inject(r, rng, at, rank, variant, size)
     return LabelledRanks(to_frame(r), kind, variant, rank, at, int(r.steps[at]), size, seed, world)
 
 
@@ -157,10 +169,12 @@ def _ramp(n: int, at: int, length: int) -> np.ndarray:
     return np.clip((np.arange(n) - at + 1) / max(length, 1), 0, 1)
 
 
-def _straggler(r: _Ranks, rng: np.random.Generator, at: int, rank: int) -> tuple[str, float]:
+def _straggler(
+    r: _Ranks, rng: np.random.Generator, at: int, rank: int, variant: str | None, size: float | None
+) -> tuple[str, float]:
     n = r.step_time.shape[0]
-    factor = float(rng.uniform(1.4, 3.0))
-    variant = str(rng.choice(["compute", "throttle", "input"]))
+    factor = float(rng.uniform(1.4, 3.0)) if size is None else float(size)
+    variant = str(rng.choice(["compute", "throttle", "input"])) if variant is None else variant
     # thermal throttling: clocks drop over a while; otherwise slow from the onset
     ramp = int(rng.integers(10, 60)) if variant == "throttle" else 1
     grow = _ramp(n, at, ramp)
@@ -171,10 +185,12 @@ def _straggler(r: _Ranks, rng: np.random.Generator, at: int, rank: int) -> tuple
     return variant, factor
 
 
-def _divergence(r: _Ranks, rng: np.random.Generator, at: int, rank: int) -> tuple[str, float]:
+def _divergence(
+    r: _Ranks, rng: np.random.Generator, at: int, rank: int, variant: str | None, size: float | None
+) -> tuple[str, float]:
     n = r.loss.shape[0]
-    variant = str(rng.choice(["loss_jump", "loss_drift", "grad"]))
-    sigmas = float(rng.uniform(6, 20))  # how far it ends up, in cross-rank sigmas
+    variant = str(rng.choice(["loss_jump", "loss_drift", "grad"])) if variant is None else variant
+    sigmas = float(rng.uniform(6, 20)) if size is None else float(size)  # how far it ends up, in cross-rank sigmas
     if variant == "loss_jump":  # e.g. a corrupt shard from here on
         r.loss[at:, rank] += sigmas * r.loss_sigma[at:]
     elif variant == "loss_drift":  # the rank's data drifts away over 20..200 points
