@@ -37,7 +37,7 @@ def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
     """One row per run; st.dataframe shows the cells as plain text, ``open`` links to the live page."""
     return pd.DataFrame(
         {
-            "open": [f"live?{urlencode({_shared.QUERY_RUN: r.id})}" for r in runs],
+            "open": [f"./?{urlencode({_shared.QUERY_RUN: r.id})}" for r in runs],
             "run": [r.id for r in runs],
             "status": [f"{view.STATUS_ICONS.get(r.status, '')} {r.status}" for r in runs],
             "last step": [r.last_step for r in runs],

@@ -138,7 +138,7 @@ class NotifyConfig:
             return None
         from urllib.parse import quote
 
-        return f"{self.dashboard_url.rstrip('/')}/live?run={quote(run_id, safe='')}"
+        return f"{self.dashboard_url.rstrip('/')}/?run={quote(run_id, safe='')}"
 
 
 def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:

@@ -301,4 +301,4 @@ def test_runs_page(one_run: Path) -> None:
     assert_ok(at)
     table = at.dataframe[0].value
     assert list(table["run"]) == ["exp"] and int(table["last step"].iloc[0]) == 300
-    assert table["open"].iloc[0] == "live?run=exp"
+    assert table["open"].iloc[0] == "./?run=exp"  # the default page lives at the root

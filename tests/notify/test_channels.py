@@ -44,7 +44,7 @@ def nasty_alert(**overrides: object) -> Alert:
         "message": "loss is NaN\nsince step 412 <b>bold</b>",
         "step": 412,
         "time": FIXED_NOW,
-        "link": "http://127.0.0.1:8501/live?run=bert%2Fexp7",
+        "link": "http://127.0.0.1:8501/?run=bert%2Fexp7",
     }
     fields.update(overrides)
     return Alert(**fields)  # type: ignore[arg-type]
@@ -66,7 +66,7 @@ def test_webhook_body_is_documented_json_and_signed(http_receiver):
     assert body["message"] == "loss is NaN\nsince step 412 <b>bold</b>"
     assert (body["kind"], body["severity"], body["step"], body["count"]) == ("nan", "error", 412, 1)
     assert body["time"] == "2025-12-02T18:00:00Z"
-    assert body["link"].startswith("http://127.0.0.1:8501/live?run=")
+    assert body["link"].startswith("http://127.0.0.1:8501/?run=")
     expected = "sha256=" + hmac.new(b"body-signing-key", request.raw, hashlib.sha256).hexdigest()
     assert request.headers["X-Monitor-Signature"] == expected
     # The text rendering keeps run content on its own line: no injected newline.

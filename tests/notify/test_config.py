@@ -88,7 +88,7 @@ def test_example_file_loads_with_secrets_from_the_environment(tmp_path: Path):
     assert slack.channel.url.reveal() == ENV["SLACK_WEBHOOK_URL"]
     assert mail.channel.password.reveal() == "smtpSECRETpassword" and mail.channel.starttls
     assert command.channel.argv == ["notify-send", "Training"]
-    assert config.link("bert/exp 1") == "http://gpu-box:8501/live?run=bert%2Fexp%201"
+    assert config.link("bert/exp 1") == "http://gpu-box:8501/?run=bert%2Fexp%201"
     shown = json.dumps(config.describe()) + repr(config) + repr(config.routes) + str(slack.channel.url)
     for secret in SECRET_VALUES:
         assert secret not in shown
