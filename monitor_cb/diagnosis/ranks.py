@@ -44,7 +44,13 @@ _LOG_METRICS = frozenset({"grad_norm"})  # compared on a log scale (multiplicati
 def detect_straggler(
     frame: pd.DataFrame, settings: DiagnosisSettings, *, places: Mapping[int, str] | None = None
 ) -> list[Finding]:
-    """Ranks whose ``step_time`` stays ``straggler_ratio`` x above the other ranks' median (2+ ranks)."""
+    """Ranks persistently slower than the others (2+ ranks).
+
+    A rank is slow at a step when its ``step_time`` is ``straggler_ratio`` x the other ranks' median,
+    or when it waits for data (``data_time``) longer than they do by ``straggler_ratio - 1`` of their
+    median step time: in synchronous data parallel the fast ranks wait for the slow one inside the
+    collective, so step times come out equal and only the data wait shows who held the job up.
+    """
     m = rank_matrix(frame, "step_time")
     if m is None or m.ranks.size < 2:
         return []
@@ -52,23 +58,45 @@ def detect_straggler(
         clean = np.where(m.values > 0, m.values, np.nan)
         others = leave_one_out_median(clean)
         ratio = clean / others
-        slow = ratio >= settings.straggler_ratio
-    data = rank_matrix(frame, "data_time")
+        data = _aligned(rank_matrix(frame, "data_time"), m)
+        wait = (data - leave_one_out_median(data)) / others  # extra data wait, in others' steps
+        slow_step = ratio >= settings.straggler_ratio
+        slow_wait = wait >= settings.straggler_ratio - 1
+    slow = slow_step | slow_wait
     findings: list[Finding] = []
     for j, rank in enumerate(m.ranks.tolist()):
         for idx, first, last, ongoing in _persistent(ratio[:, j], slow[:, j], settings):
             span = idx[first : last + 1]
+            extra_wait = wait[span, j][np.isfinite(wait[span, j])]
             details = {
                 "slowdown": float(np.median(ratio[span, j])),
                 "step_time": float(np.median(clean[span, j])),
                 "others_step_time": float(np.median(others[span, j])),
+                "extra_wait": float(np.median(extra_wait)) if extra_wait.size else None,  # in others' steps
                 "share_slow": float(np.mean(slow[span, j])),
                 "points": int(span.size),
                 "ongoing": ongoing,
-                "data_share": _data_share(data, m, span, j),
+                "by": "step_time" if np.mean(slow_step[span, j]) >= np.mean(slow_wait[span, j]) else "data_time",
             }
+            details["data_share"] = _data_share(details)
             findings.append(_straggler_finding(m, rank, span, details, places, settings))
     return findings
+
+
+def _aligned(other: RankMatrix | None, m: RankMatrix) -> np.ndarray:
+    """``other``'s values on ``m``'s steps and ranks (NaN where it has none)."""
+    out = np.full(m.values.shape, np.nan)
+    if other is None:
+        return out
+    at = np.searchsorted(other.steps, m.steps)
+    found = at < other.steps.size
+    found[found] = other.steps[at[found]] == m.steps[found]
+    cols = np.searchsorted(other.ranks, m.ranks)
+    has = cols < other.ranks.size
+    has[has] = other.ranks[cols[has]] == m.ranks[has]
+    block = other.values[at[found]][:, cols[has]]
+    out[np.ix_(np.flatnonzero(found), np.flatnonzero(has))] = block
+    return out
 
 
 def detect_rank_divergence(
@@ -155,25 +183,14 @@ def _persistent(
     return out
 
 
-def _data_share(data: RankMatrix | None, m: RankMatrix, span: np.ndarray, j: int) -> float | None:
-    """How much of the rank's extra step time its extra data wait explains (None without ``data_time``)."""
-    if data is None or not np.array_equal(data.ranks, m.ranks):
+def _data_share(details: dict[str, Any]) -> float | None:
+    """How much of the rank's extra step time its extra data wait explains (None without one)."""
+    extra_step = details["step_time"] - details["others_step_time"]
+    if details["extra_wait"] is None:
         return None
-    at = np.searchsorted(data.steps, m.steps[span])
-    at = at[(at < data.steps.size)]
-    if at.size == 0:
-        return None
-    with np.errstate(invalid="ignore"):
-        own = data.values[at, j]
-        others = leave_one_out_median(data.values[at])[:, j]
-        extra_data = np.nanmedian(own - others) if np.isfinite(own - others).any() else np.nan
-    step = m.values[span, j]
-    step_others = leave_one_out_median(m.values[span])[:, j]
-    with np.errstate(invalid="ignore"):
-        extra_step = np.nanmedian(step - step_others)
-    if not (np.isfinite(extra_data) and np.isfinite(extra_step)) or extra_step <= 0:
-        return None
-    return float(np.clip(extra_data / extra_step, 0.0, 1.0))
+    if details["by"] == "data_time" or extra_step <= 0:
+        return 1.0
+    return float(np.clip(details["extra_wait"] * details["others_step_time"] / extra_step, 0.0, 1.0))
 
 
 def _straggler_finding(
@@ -188,7 +205,12 @@ def _straggler_finding(
     where = _where(rank, places)
     when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
     share = details["data_share"]
-    if share is not None and share >= settings.drop_data_share:
+    if details["by"] == "data_time":
+        cause = (
+            "The input pipeline on that host is the likely cause (slow disk or network storage, too few loader "
+            "workers, CPU contention)."
+        )
+    elif share is not None and share >= settings.drop_data_share:
         cause = (
             f"Its wait for data explains {fmt_pct(share)} of the gap: the input pipeline on that host is the "
             "likely cause (slow disk or network storage, too few loader workers, CPU contention)."
@@ -198,12 +220,22 @@ def _straggler_finding(
             "Check the input pipeline on that host (data_time), thermal throttling or lowered clocks on the "
             "device (nvidia-smi / npu-smi), and its link to the others (a degraded NIC, HCCS or NVLink lane)."
         )
-    message = (
-        f"rank {rank}{where} is {fmt_ratio(details['slowdown'])} slower than the other ranks {when} "
-        f"({fmt_seconds(details['step_time'])} vs {fmt_seconds(details['others_step_time'])} per step, slow on "
-        f"{fmt_pct(details['share_slow'])} of {details['points']} aligned steps). In synchronous data parallel "
-        f"every rank waits for the slowest, so the whole job runs at its pace. {cause}"
-    )
+    if details["by"] == "data_time":
+        wait = details["extra_wait"] * details["others_step_time"]
+        what = (
+            f"waits {fmt_seconds(wait)} longer per step for data than the other ranks {when} "
+            f"({fmt_pct(details['extra_wait'])} of a step, on {fmt_pct(details['share_slow'])} of "
+            f"{details['points']} aligned steps). The others wait for it inside the collective, so step times "
+            "look alike while"
+        )
+    else:
+        what = (
+            f"is {fmt_ratio(details['slowdown'])} slower than the other ranks {when} "
+            f"({fmt_seconds(details['step_time'])} vs {fmt_seconds(details['others_step_time'])} per step, slow on "
+            f"{fmt_pct(details['share_slow'])} of {details['points']} aligned steps). In synchronous data parallel "
+            "every rank waits for the slowest, so"
+        )
+    message = f"rank {rank}{where} {what} the whole job runs at its pace. {cause}"
     return Finding("straggler", "warning", start, message, end, rank, details)
 
 

@@ -148,7 +148,9 @@ def labelled_ranks_run(
     """A healthy run (``kind=None``) or one with ``straggler`` / ``rank_divergence`` injected on one rank.
 
     ``variant`` and ``size`` (slowdown factor; departure in cross-rank sigmas) default to random draws
-    (straggler: compute / throttle / input, 1.4..3x; divergence: loss_jump / loss_drift / grad, 6..20 sigmas).
+    (straggler: compute / throttle / input / sync_input, 1.4..3x; divergence: loss_jump / loss_drift /
+    grad, 6..20 sigmas). ``sync_input``: the rank waits for data and the others wait for it in the
+    all-reduce, so every rank's step time grows alike and only ``data_time`` tells them apart.
     """
     r = healthy_ranks(seed, n_points, world)
     if kind is None:
@@ -174,14 +176,19 @@ def _straggler(
 ) -> tuple[str, float]:
     n = r.step_time.shape[0]
     factor = float(rng.uniform(1.4, 3.0)) if size is None else float(size)
-    variant = str(rng.choice(["compute", "throttle", "input"])) if variant is None else variant
+    variant = str(rng.choice(["compute", "throttle", "input", "sync_input"])) if variant is None else variant
     # thermal throttling: clocks drop over a while; otherwise slow from the onset
     ramp = int(rng.integers(10, 60)) if variant == "throttle" else 1
     grow = _ramp(n, at, ramp)
     old = r.step_time[:, rank].copy()
-    r.step_time[:, rank] = old * (1 + (factor - 1) * grow)
+    extra = old * (factor - 1) * grow
+    if variant == "sync_input":  # waits for data; the others wait for it in the all-reduce: equal step times
+        r.data_time[:, rank] += extra
+        r.step_time += extra[:, None]
+        return variant, factor
+    r.step_time[:, rank] = old + extra
     if variant == "input":  # the extra time is spent waiting for data
-        r.data_time[:, rank] += r.step_time[:, rank] - old
+        r.data_time[:, rank] += extra
     return variant, factor
 
 

@@ -111,6 +111,16 @@ def test_input_straggler_blames_the_input_pipeline():
     assert f.rank == 2 and f.details["data_share"] > 0.9 and "input pipeline on that host is the likely" in f.message
 
 
+def test_synchronous_input_straggler_is_found_by_its_data_wait():
+    run = labelled_ranks_run("straggler", seed=2, n_points=500, variant="sync_input", size=1.5)
+    steps = run.frame[run.frame["step"] > run.onset_step]
+    spread = steps.groupby("step")["step_time"].agg(lambda v: v.max() / v.min())
+    assert spread.median() < 1.3  # step times alike: the others wait in the all-reduce
+    (f,) = detect_straggler(run.frame, DiagnosisSettings())
+    assert (f.rank, f.details["by"]) == (run.rank, "data_time")
+    assert "longer per step for data" in f.message and "input pipeline" in f.message
+
+
 def test_a_short_slow_burst_is_not_a_straggler():
     frame = healthy_ranks_run(8, n_points=500)
     burst = (frame["rank"] == 6) & frame["step"].isin(np.unique(frame["step"])[200:210])
