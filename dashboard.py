@@ -13,6 +13,7 @@ from pages.compare_page import compare_page
 from pages.live_page import live_page
 from pages.replay_page import replay_page
 from pages.runs_page import runs_page
+from pages.settings_page import settings_page
 
 
 def main() -> None:
@@ -28,6 +29,7 @@ def main() -> None:
             st.Page(compare_page, title="Compare", icon=":material/stacked_line_chart:", url_path="compare"),
             st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
+            st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings"),
         ]
     )
     page.run()

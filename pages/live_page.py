@@ -20,7 +20,9 @@ import pandas as pd
 import streamlit as st
 
 from monitor_cb import view
-from pages import _shared
+from monitor_cb.alerts import finding_key
+from monitor_cb.charts.findings import add_findings, step_mapper
+from pages import _alerts, _shared
 from pages._demo import show_empty_root
 from pages._zoom import CHART_KEY_PREFIX, chart_events
 
@@ -44,6 +46,8 @@ def live_page() -> None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
     frame = read_frame(store, selection.run.id)
+    if frame is not None:  # outside the fragment: a fragment rerun cannot write to the sidebar
+        _alerts.sidebar_badge(_alerts.run_findings(store, selection.run, frame, root))
     _reset_zoom_on_run_change(selection.run.id)
     zoom_event, legend_event = chart_events()
     if frame is not None:
@@ -162,6 +166,7 @@ class LiveData:
     banner: str | None
     figures: dict[str, Any]
     empty: bool
+    findings: tuple[Any, ...] = ()
 
 
 def live_fragment(
@@ -194,7 +199,9 @@ def _live_body(
     if frozenset(frame.columns) != columns:
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
-    data = process(store, run, frame, settings, zoom_state(), time.time(), cache)
+    findings = tuple(_alerts.run_findings(store, run, frame, _shared.log_root()))
+    _alerts.toast_new(run.id, findings)
+    data = process(store, run, frame, settings, zoom_state(), time.time(), cache, findings)
     show(data)
 
 
@@ -230,6 +237,7 @@ def process(
     zoom: view.ZoomState,
     now: float,
     cache: dict[str, Any] | None = None,
+    findings: tuple[Any, ...] = (),
 ) -> LiveData:
     """Everything one refresh shows, computed without Streamlit (the benchmark times this).
 
@@ -243,14 +251,18 @@ def process(
     logged = logged_masks(store, run.id, frame)
     kpis = view.compute_kpis(frame, run, now, logged)
     banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
-    key = view.figures_key(run.id, frame, settings, zoom)
+    key = (view.figures_key(run.id, frame, settings, zoom), tuple(finding_key(f) for f in findings))
     if cache is not None and cache.get("key") == key:
         figures = cache["figures"]
     else:
         figures = view.live_figures(frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}")
+        if findings:  # diagnosis findings as lines / bands on every chart
+            to_x = step_mapper(frame, settings.x)
+            for fig in figures.values():
+                add_findings(fig, findings, to_x)
         if cache is not None:
             cache.update(key=key, figures=figures)
-    return LiveData(run, kpis, banner, figures, False)
+    return LiveData(run, kpis, banner, figures, False, findings)
 
 
 def logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -268,6 +280,7 @@ def logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, np.n
 def show(data: LiveData) -> None:
     """Draw the KPI row, the banners and the charts."""
     show_kpis(data.kpis, data.run)
+    _alerts.alert_panel(data.findings)
     bad = int(getattr(data.run, "bad_lines", 0) or 0)
     if bad:
         st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon="⚠️")

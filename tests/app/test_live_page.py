@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from monitor_cb.charts.findings import FINDING_SHAPE_PREFIX
 from tests.app.conftest import DASHBOARD, write_run
 
 TIMEOUT = 60
@@ -302,3 +303,24 @@ def test_runs_page(one_run: Path) -> None:
     table = at.dataframe[0].value
     assert list(table["run"]) == ["exp"] and int(table["last step"].iloc[0]) == 300
     assert table["open"].iloc[0] == "./?run=exp"  # the default page lives at the root
+
+
+# ----------------------------------------------------------------------------- diagnosis on the live page
+def test_diagnosis_findings_show_as_alerts_chart_marks_and_sidebar_badge(log_root: Path) -> None:
+    write_run(log_root, "diverged", steps=150, nan_from=120, close="failed")
+    at = run_app()
+    assert_ok(at)
+    errors = [str(e.value) for e in at.error]
+    assert any("nan" in e and "step 120" in e for e in errors), errors
+    assert any("1 error" in str(c.value) for c in at.sidebar.caption), [c.value for c in at.sidebar.caption]
+    loss_fig = charts(at)[0]
+    shapes = loss_fig["layout"].get("shapes", [])
+    marks = [s for s in shapes if str(s.get("name", "")).startswith(FINDING_SHAPE_PREFIX)]
+    assert any(s["name"].endswith("nan") and s["x0"] == 120 for s in marks), marks
+
+
+def test_healthy_run_shows_no_alert_panel(log_root: Path) -> None:
+    write_run(log_root, "healthy", steps=150)
+    at = run_app()
+    assert_ok(at)
+    assert not at.error and not at.warning
