@@ -395,6 +395,8 @@ def rank_step_time_figure(
         n_out: points per relative-time line; longer runs are cut into buckets drawn at their median
             (single-step hiccups do not clutter the view; the boxes show the spread).
         ratio_line: a dashed line at this ratio (``DiagnosisSettings.straggler_ratio``), None = none.
+            The right panel's y range holds 99.5% of the points and this line (hiccups beyond it are
+            one double-click away).
 
     Returns:
         A two-panel figure: per rank a box ``rank <r>`` (median, quartiles, whiskers at the 1st and
@@ -460,7 +462,9 @@ def rank_step_time_figure(
         if level is not None:
             fig.add_hline(y=level, line={"color": tint, "width": 1, "dash": dash}, opacity=0.6, row=1, col=2)
     fig.update_yaxes(title_text="seconds per step", row=1, col=1)
-    fig.update_yaxes(title_text="step time / others' median", row=1, col=2)
+    fig.update_yaxes(
+        title_text="step time / others' median", range=_ratio_range(bucket_ratio, ratio_line), row=1, col=2
+    )
     fig.update_xaxes(title_text="step", row=1, col=2)
     fig.update_layout(
         title=title,
@@ -471,6 +475,19 @@ def rank_step_time_figure(
         uirevision=uirevision,
     )
     return fig
+
+
+def _ratio_range(ratio: np.ndarray, ratio_line: float | None) -> list[float] | None:
+    """A y range holding 99.5% of the drawn ratios and the threshold: one-step hiccups (5x) would
+    otherwise squash a 1.4x straggler into the baseline. Double-click (autorange) shows them all."""
+    finite = ratio[np.isfinite(ratio)]
+    if finite.size == 0:
+        return None
+    lo, hi = np.quantile(finite, [0.0025, 0.9975])
+    hi = max(hi, ratio_line or 1.0, 1.0)
+    lo = min(lo, 1.0)
+    pad = 0.08 * (hi - lo)
+    return [float(max(lo - pad, 0.0)), float(hi + pad)]
 
 
 def _bucket_medians(steps: np.ndarray, ratio: np.ndarray, n_out: int) -> tuple[np.ndarray, np.ndarray]:
