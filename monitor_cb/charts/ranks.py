@@ -28,16 +28,15 @@ from monitor_cb.analysis.ranks import RankMatrix, frame_ranks, leave_one_out_med
 from monitor_cb.analysis.series import XAxis, float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.figures import DEFAULT_UIREVISION, GIB, Masks, XRange, dual_axis_figure, empty_figure
-from monitor_cb.charts.style import NONFINITE_COLOR, PALETTE, RAW_OPACITY, THRESHOLD_COLOR, apply_layout
-from monitor_cb.charts.traces import (
-    MetricPlot,
-    Ranks,
-    RowFilter,
-    _drawable,
-    _scatter,
-    add_first_nonfinite_line,
-    add_metric,
+from monitor_cb.charts.style import (
+    GL_MIN_POINTS,
+    NONFINITE_COLOR,
+    PALETTE,
+    RAW_OPACITY,
+    THRESHOLD_COLOR,
+    apply_layout,
 )
+from monitor_cb.charts.traces import MetricPlot, Ranks, RowFilter, add_first_nonfinite_line, add_metric
 
 UTILISATION_COLUMNS: tuple[str, ...] = ("gpu_util", "npu_util", "sys_cpu_percent")
 MEMORY_BYTES_COLUMNS: tuple[str, ...] = ("mem_device", "mem_device_peak", "mem_device_reserved", "gpu_mem_used")
@@ -49,6 +48,21 @@ NPU_MEM = "npu_mem"  # derived: npu_mem_util% x npu_mem_total_mb, in GiB
 def rank_color(rank: int) -> str:
     """The colour of ``rank`` on every multi-rank chart (the palette, cycled)."""
     return PALETTE[int(rank) % len(PALETTE)]
+
+
+def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
+    """WebGL for long traces, SVG for short ones (as the other builders do)."""
+    trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
+    return trace(x=x, y=y, **kwargs)
+
+
+def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
+    """``y`` with non-finite values (and values <= 0 on a log axis) as NaN gaps."""
+    out = np.where(np.isfinite(y), y, np.nan)
+    if log:
+        with np.errstate(invalid="ignore"):
+            out[out <= 0] = np.nan
+    return out
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
