@@ -1,0 +1,82 @@
+"""The live page's "Ranks and hardware" section: a distributed job shown as one thing.
+
+For a run with several ranks: per metric the rank mean inside a min-max band, or one line per rank
+on demand, and each rank's step time against the others (stragglers stand out). For any run with
+telemetry samples: utilisation and memory aligned to steps. Figures are built only when the section
+is open, and reused while no record arrived.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from monitor_cb.charts.ranks import (
+    per_rank_figure,
+    rank_band_figure,
+    rank_step_time_figure,
+    telemetry_columns,
+    utilisation_figure,
+)
+
+CACHE = "ranks_figures"
+RANK_METRICS = ("loss", "grad_norm", "throughput", "step_time", "data_time", "lr")
+PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
+
+
+def ranks_section(store: Any, run: Any, frame: pd.DataFrame, x: str, smoothing: float) -> None:
+    """Draw the section under the charts when there is anything to show (several ranks or telemetry)."""
+    ranks = tuple(getattr(run, "ranks", ()) or ())
+    telemetry = telemetry_columns(frame)
+    if len(ranks) < 2 and not telemetry:
+        return
+    label = f"Ranks and hardware ({len(ranks)} ranks)" if len(ranks) > 1 else "Hardware"
+    if not st.toggle(label, key="show_ranks", help="Per-rank views and utilisation; built only while shown."):
+        return
+    metric, per_rank = None, False
+    if len(ranks) > 1:
+        metrics = [m for m in RANK_METRICS if m in frame.columns]
+        left, right = st.columns([3, 1])
+        metric = left.selectbox("Metric across ranks", metrics, key="rank_metric") if metrics else None
+        per_rank = right.toggle("One line per rank", key="rank_lines")
+    key = (run.id, len(frame), frame["step"].iloc[-1] if len(frame) else None, x, smoothing, metric, per_rank)
+    cache = st.session_state.setdefault(CACHE, {})
+    if cache.get("key") != key:
+        cache.update(key=key, figures=build_figures(store, run, frame, x, smoothing, metric, per_rank, telemetry))
+    for name, fig in cache["figures"].items():
+        st.plotly_chart(fig, key=f"ranks_{name}", config=PLOTLY_CONFIG, theme=None)
+
+
+def build_figures(
+    store: Any,
+    run: Any,
+    frame: pd.DataFrame,
+    x: str,
+    smoothing: float,
+    metric: str | None,
+    per_rank: bool,
+    telemetry: list[str],
+) -> dict[str, Any]:
+    """The section's figures, keyed by a stable name (plain plotly; no Streamlit calls)."""
+    figures: dict[str, Any] = {}
+    uirevision = f"{run.id}|ranks|{x}"
+    if metric is not None:
+        logged = {metric: _mask(store, run.id, metric, len(frame))}
+        build = per_rank_figure if per_rank else rank_band_figure
+        figures["metric"] = build(frame, metric, x=x, smoothing=smoothing, logged=logged, uirevision=uirevision)
+        if "step_time" in frame.columns:
+            figures["step_time"] = rank_step_time_figure(frame, last=1000, uirevision=uirevision)
+    if telemetry:
+        figures["hardware"] = utilisation_figure(frame, x=x, uirevision=uirevision)
+    return figures
+
+
+def _mask(store: Any, run_id: str, column: str, rows: int) -> np.ndarray:
+    try:
+        mask = np.asarray(store.logged_mask(run_id, column), dtype=bool)
+    except (KeyError, ValueError, AttributeError):
+        return np.ones(rows, dtype=bool)
+    return mask if len(mask) == rows else np.ones(rows, dtype=bool)
