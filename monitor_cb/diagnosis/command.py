@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from monitor_cb.diagnosis.engine import diagnose
     from monitor_cb.diagnosis.findings import severity_rank
+    from monitor_cb.diagnosis.ranks import read_rank_places
     from monitor_cb.diagnosis.settings import load_settings_checked
 
     try:
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {problem}", file=sys.stderr)
     frame = store.frame(run_id)
     logged = {c: store.logged_mask(run_id, c) for c in ("loss", "grad_norm") if c in frame}
-    findings = diagnose(frame, settings, status=info.status, last_write=info.last_write, logged=logged)
+    places = read_rank_places(info.path) if len(info.ranks) > 1 else None  # "rank 5 (host h, device 3)"
+    findings = diagnose(frame, settings, status=info.status, last_write=info.last_write, logged=logged, places=places)
     shown = [f for f in findings if severity_rank(f.severity) >= severity_rank(args.min_severity)]
     if args.json:
         print(json.dumps(_report(info, findings, shown), indent=1, allow_nan=False))
