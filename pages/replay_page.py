@@ -206,7 +206,9 @@ def show_header(subject: Subject) -> None:
     if subject.bad_lines:
         st.warning(f"{subject.bad_lines:,} corrupt line(s) were skipped.", icon="⚠️")
     if subject.status in ("failed", "stopped", "crashed") and subject.reason:
-        st.error(f"Run {subject.status}: {_shared.md(subject.reason)}")
+        reason = str(subject.reason)
+        prefix = "" if reason.lower().startswith(str(subject.status)) else f"{subject.status}: "
+        st.error(f"Run {prefix}{_shared.md(reason)}")
 
 
 def jump_control(notable: list[replay.Notable]) -> replay.Notable | None:
