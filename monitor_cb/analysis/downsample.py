@@ -60,11 +60,11 @@ def downsample_indices(
         picked = finite_idx
     bad = np.flatnonzero(~finite)
     if max_nonfinite is not None:
-        bad = _thin_nonfinite(bad, max_nonfinite)
+        bad = thin_nonfinite(bad, max_nonfinite)
     return _with_ends(np.union1d(picked, bad), n)
 
 
-def _thin_nonfinite(bad: np.ndarray, cap: int) -> np.ndarray:
+def thin_nonfinite(bad: np.ndarray, cap: int) -> np.ndarray:
     """At most ``cap`` of the sorted non-finite positions ``bad``: stretch ends first, then evenly spaced."""
     if bad.size <= cap:
         return bad
@@ -119,8 +119,13 @@ def downsample_frame(
 def _minmax_lttb(x: np.ndarray, y: np.ndarray, n_out: int) -> np.ndarray:
     if y.size <= n_out:
         return np.arange(y.size, dtype=np.int64)
-    # minmax_ratio=4: the MinMax preselection keeps 4 extremes per LTTB bucket, enough for spikes.
-    return _DOWNSAMPLER.downsample(x, y, n_out=n_out).astype(np.int64, copy=False)
+    # minmax_ratio=4: the MinMax preselection keeps 4 extremes per LTTB bucket, enough for spikes;
+    # LTTB can still drop the series' own extremes when n_out is tiny, so they are added back.
+    picked = _DOWNSAMPLER.downsample(x, y, n_out=n_out).astype(np.int64, copy=False)
+    extremes = np.array([np.argmin(y), np.argmax(y)], dtype=np.int64)
+    if np.isin(extremes, picked).all():
+        return picked
+    return np.union1d(picked, extremes)
 
 
 def _with_ends(indices: np.ndarray, n: int) -> np.ndarray:
