@@ -18,6 +18,9 @@ Common keyword arguments of every builder:
     n_out: point budget per trace.
     rank: for a frame merging several ranks, the rank drawn (default the lowest); NaN/±inf of the
         other ranks are still marked.
+    cache_key: e.g. the run id, for a chart rebuilt on every live refresh: smoothing and
+        downsampling are cached per series and extended with the new rows only (a long series is
+        then downsampled in fixed blocks: same spikes and NaN points, a few different picks).
     rows: row positions (``iloc``: a slice or an index array) to draw, e.g. a zoomed step range at
         full resolution. Smoothing and the ``elapsed_*`` origin still use the whole frame, so a
         zoomed curve is the same curve, not one restarted at the zoom's left edge. None = all rows.
@@ -25,6 +28,7 @@ Common keyword arguments of every builder:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,8 +38,9 @@ import plotly.graph_objects as go
 from monitor_cb.analysis.downsample import DEFAULT_N_OUT
 from monitor_cb.analysis.series import float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.style import NONFINITE_COLOR, THRESHOLD_COLOR, apply_layout, colors_for
+from monitor_cb.charts.style import NONFINITE_COLOR, THRESHOLD_COLOR, colors_for, layout_dict
 from monitor_cb.charts.traces import (
+    FigureSpec,
     Masks,
     MetricPlot,
     Ranks,
@@ -59,6 +64,7 @@ __all__ = [
     "dual_axis_figure",
     "empty_figure",
     "eval_figure",
+    "is_schedule",
     "memory_figure",
     "timing_figure",
 ]
@@ -66,6 +72,13 @@ __all__ = [
 XRange = tuple[Any, Any] | None
 DEFAULT_UIREVISION = "monitor"
 GIB = float(2**30)
+# Schedules, not measurements: an EMA would only make them lag (``lr``, ``lr_group0``, ``loss_scale``).
+SCHEDULE_PATTERN = re.compile(r"^(lr(_group\w*)?|loss_scale)$")
+
+
+def is_schedule(metric: str) -> bool:
+    """Whether ``metric`` is a schedule the trainer sets (never smoothed)."""
+    return bool(SCHEDULE_PATTERN.match(str(metric)))
 
 
 def dual_axis_figure(
@@ -89,6 +102,7 @@ def dual_axis_figure(
     y2_title: str | None = None,
     height: int | None = None,
     markers: Sequence[str] = (),
+    cache_key: Any = None,
 ) -> go.Figure:
     """Metrics ``left`` on the left y axis and ``right`` on the right one, against ``x``.
 
@@ -103,7 +117,11 @@ def dual_axis_figure(
         title, y_title, y2_title: labels; axis titles default to the metric names.
         height: figure height in px (None = plotly's default).
         markers: metrics drawn raw (never smoothed) as lines with markers: sparse series such as
-            ``eval_loss``, where an EMA over a handful of points would only lag.
+            ``eval_loss``, where an EMA over a handful of points would only lag. Schedules
+            (``lr``, ``lr_group*``, ``loss_scale``: :func:`is_schedule`) are never smoothed either.
+        cache_key: a hashable naming the frame's source (e.g. the run id) for a live chart that is
+            rebuilt on every refresh: the EMA and downsampling of each series are then cached and
+            extended with only the new rows (see :mod:`monitor_cb.analysis.series_cache`).
         rank: for a frame that merges several ranks (``RunStore.frame(run_id)``): the rank whose
             curves are drawn, default the lowest. Non-finite values of every other rank are still
             drawn as markers (the hover names the rank), so a NaN on rank 5 is never hidden.
@@ -117,7 +135,7 @@ def dual_axis_figure(
     xa = x_axis(df, x)
     draw = rows_mask(len(df), rows)
     ranks = Ranks.of(df, rank)
-    fig = go.Figure()
+    fig = FigureSpec()
     thresholds = thresholds or {}
     first_bad: dict[Any, list[str]] = {}
     colors = colors_for([m for m in (*left, *right) if m in df.columns])
@@ -129,19 +147,19 @@ def dual_axis_figure(
                 metric=metric,
                 yaxis=yaxis,
                 color=colors[metric],
-                smoothing=0.0 if metric in markers else smoothing,
+                smoothing=0.0 if metric in markers or is_schedule(metric) else smoothing,
                 log=log,
                 threshold=thresholds.get(metric),
                 with_markers=metric in markers,
+                schedule=is_schedule(metric) and metric not in markers,
             )
-            bad_x = add_metric(fig, df, xa, plot, RowFilter(logged, draw, ranks), n_out)
+            bad_x = add_metric(fig, df, xa, plot, RowFilter(logged, draw, ranks), n_out, cache_key)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
     for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
         add_first_nonfinite_line(fig, bad_x, names, xa)
     present_right = [m for m in right if m in df.columns]
-    apply_layout(
-        fig,
+    layout = layout_dict(
         xa,
         y_title=y_title or ", ".join(m for m in left if m in df.columns),
         y2_title=(y2_title or ", ".join(present_right)) if present_right else None,
@@ -152,7 +170,7 @@ def dual_axis_figure(
         title=title,
         height=height,
     )
-    return fig
+    return fig.figure(layout)
 
 
 def eval_figure(
@@ -169,6 +187,7 @@ def eval_figure(
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
     rank: int | None = None,
+    cache_key: Any = None,
 ) -> go.Figure:
     """Train loss against eval metrics: ``*loss*`` evals share the left axis, others (accuracy) go right.
 
@@ -191,6 +210,7 @@ def eval_figure(
         logged=logged,
         rows=rows,
         rank=rank,
+        cache_key=cache_key,
         n_out=n_out,
         markers=list(evals),
         y_title="loss",
@@ -212,6 +232,7 @@ def components_figure(
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
     rank: int | None = None,
+    cache_key: Any = None,
 ) -> go.Figure:
     """The total loss with its components (``loss_<name>`` columns by default) on one axis."""
     if components is None:
@@ -229,6 +250,7 @@ def components_figure(
         logged=logged,
         rows=rows,
         rank=rank,
+        cache_key=cache_key,
         n_out=n_out,
         y_title="loss",
     )
@@ -245,6 +267,7 @@ def timing_figure(
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
     rank: int | None = None,
+    cache_key: Any = None,
 ) -> go.Figure:
     """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
     return dual_axis_figure(
@@ -260,6 +283,7 @@ def timing_figure(
         logged=logged,
         rows=rows,
         rank=rank,
+        cache_key=cache_key,
         n_out=n_out,
         y_title="seconds per step",
         y2_title="samples/s",
@@ -276,6 +300,7 @@ def memory_figure(
     n_out: int = DEFAULT_N_OUT,
     rows: Rows = None,
     rank: int | None = None,
+    cache_key: Any = None,
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
     columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
@@ -296,6 +321,7 @@ def memory_figure(
         logged=logged,
         rows=rows,
         rank=rank,
+        cache_key=cache_key,
         n_out=n_out,
         y_title="GiB",
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from monitor_cb.analysis.series import XAxis
 
@@ -43,45 +46,128 @@ def apply_layout(
     height: int | None,
 ) -> None:
     """Axis titles and types, legend on top, small margins, ``uirevision`` and the re-applied zoom."""
-    fig.update_layout(
-        title=_title(title),
+    layout = layout_dict(
+        xa,
+        y_title=y_title,
+        y2_title=y2_title,
+        log_y=log_y,
+        log_y2=log_y2,
+        x_range=x_range,
+        uirevision=uirevision,
+        title=title,
         height=height,
-        margin={"l": 55, "r": 55 if y2_title else 15, "t": 60 if title else 30, "b": 40},
+    )
+    layout.pop("template")  # a figure built elsewhere keeps its own template
+    fig.update_layout(layout)
+
+
+def layout_dict(
+    xa: XAxis,
+    *,
+    y_title: str,
+    y2_title: str | None,
+    log_y: bool,
+    log_y2: bool,
+    x_range: tuple[Any, Any] | None,
+    uirevision: Any,
+    title: str | None,
+    height: int | None,
+) -> dict[str, Any]:
+    """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
+    xaxis: dict[str, Any] = {"title": {"text": escape_html(xa.title)}, "type": "date" if xa.is_datetime else "linear"}
+    if x_range is not None:
+        xaxis.update(range=list(x_range), autorange=False)
+    layout: dict[str, Any] = {
+        "template": compact_template(),
+        "title": _title(title),
+        "height": height,
+        "margin": {"l": 55, "r": 55 if y2_title else 15, "t": 60 if title else 30, "b": 40},
         # with a title the legend moves right of it, on the same line
-        legend={
+        "legend": {
             "orientation": "h",
             "yanchor": "bottom",
             "y": 1.02,
             "xanchor": "right" if title else "left",
             "x": 1 if title else 0,
         },
-        hovermode="x",
-        uirevision=uirevision,
-        xaxis={"title": {"text": xa.title}, "type": "date" if xa.is_datetime else "linear"},
-        yaxis={"title": {"text": y_title}, "type": "log" if log_y else "linear", "exponentformat": "power"},
-    )
+        "hovermode": "x",
+        "uirevision": uirevision,
+        "xaxis": xaxis,
+        "yaxis": {
+            "title": {"text": escape_html(y_title)},
+            "type": "log" if log_y else "linear",
+            "exponentformat": "power",
+        },
+    }
     if y2_title is not None:
-        fig.update_layout(
-            yaxis2={
-                "title": {"text": y2_title},
-                "type": "log" if log_y2 else "linear",
-                "overlaying": "y",
-                "side": "right",
-                # plotly.js 3 syncs an overlaying axis' ticks to the left grid, giving values like 0.000886
-                "tickmode": "auto",
-                "showgrid": False,
-                "exponentformat": "power",
-            }
-        )
-    if x_range is not None:
-        fig.update_xaxes(range=list(x_range), autorange=False)
+        layout["yaxis2"] = {
+            "title": {"text": escape_html(y2_title)},
+            "type": "log" if log_y2 else "linear",
+            "overlaying": "y",
+            "side": "right",
+            # plotly.js 3 syncs an overlaying axis' ticks to the left grid, giving values like 0.000886
+            "tickmode": "auto",
+            "showgrid": False,
+            # with its traces hidden in the legend, the axis would draw a zero line across the chart
+            "zeroline": False,
+            "exponentformat": "power",
+        }
+    return {k: v for k, v in layout.items() if v is not None}
+
+
+# What a line chart takes from a template; colour scales, geo, ternary, ... are left out.
+TEMPLATE_KEYS = frozenset(
+    {"font", "paper_bgcolor", "plot_bgcolor", "xaxis", "yaxis", "colorway", "hoverlabel", "hovermode", "title"}
+)
+_TEMPLATES: dict[str, dict[str, Any]] = {}
+
+
+def compact_template() -> dict[str, Any]:
+    """The default plotly template, only what gives a line chart its look (7 kB per figure less)."""
+    name = pio.templates.default
+    key = name if isinstance(name, str) else repr(name)
+    cached = _TEMPLATES.get(key)
+    if cached is None:
+        look = pio.templates[name].layout.to_plotly_json() if isinstance(name, str) and name else {}
+        cached = _TEMPLATES[key] = {"layout": {k: v for k, v in look.items() if k in TEMPLATE_KEYS}}
+    return cached
+
+
+def escape_html(text: str) -> str:
+    """Text from run data for plotly, which renders a subset of HTML in names, hovers and titles."""
+    return html.escape(str(text), quote=False)
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def compact_array(values: np.ndarray, is_x: bool) -> np.ndarray:
+    """An array as plotly should send it: 32-bit where that loses nothing drawn.
+
+    Plotly encodes numpy arrays as base64 typed arrays; float32 keeps 7 significant digits (the
+    hover shows 4), integer x values that fit stay exact as int32, wall-clock x stays datetime,
+    and a float x keeps 64 bits once float32 would no longer resolve 0.01 of a unit.
+    """
+    values = np.asarray(values)
+    if values.dtype.kind not in "iuf" or values.dtype.itemsize <= 4 or values.size == 0:
+        return values
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size == 0:
+        return values.astype(np.float32) if not is_x else values
+    lo, hi = finite.min(), finite.max()
+    integral = values.dtype.kind in "iu" or bool(np.all(finite == np.round(finite)))
+    if integral and finite.size == values.size and lo >= -_INT32_MAX and hi <= _INT32_MAX:
+        return values.astype(np.int32)  # steps, samples: exact
+    if not is_x:
+        return values.astype(np.float32)
+    return values.astype(np.float32) if max(abs(lo), abs(hi)) < 1e5 else values
 
 
 def _title(title: str | None) -> dict[str, Any] | None:
     if not title:
         return None
     return {
-        "text": title,
+        "text": escape_html(title),
         "x": 0,
         "xanchor": "left",
         "xref": "paper",

@@ -16,13 +16,66 @@ from numpy.typing import ArrayLike
 
 from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.series import XAxis, float_values, logged_rows
+from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.style import GL_MIN_POINTS, NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR
+from monitor_cb.charts.style import (
+    GL_MIN_POINTS,
+    NONFINITE_COLOR,
+    RAW_OPACITY,
+    THRESHOLD_COLOR,
+    compact_array,
+    escape_html,
+)
 
 # A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
 Threshold = float | tuple[float | None, float | None]
 Masks = Mapping[str, ArrayLike] | None
 Rows = ArrayLike | slice | None
+
+
+# The smoothed line is a trend, and a schedule (lr) is smooth by construction: they are drawn with
+# this fraction of a raw trace's points (a 1M-step run at 2,000 points per raw trace fits 100 kB).
+SMOOTH_POINTS_FRACTION = 8
+SCHEDULE_POINTS_FRACTION = 4
+
+
+class FigureSpec:
+    """Traces, shapes and annotations collected as plain dicts, made into a ``go.Figure`` once.
+
+    Adding to a ``go.Figure`` validates every property (about 1 ms per trace); building the figure
+    once from dicts the builders made themselves skips that. Has the ``add_trace`` /
+    ``add_shape`` / ``add_annotation`` subset of ``go.Figure`` the trace helpers use.
+    """
+
+    def __init__(self) -> None:
+        self.data: list[dict[str, Any]] = []
+        self.shapes: list[dict[str, Any]] = []
+        self.annotations: list[dict[str, Any]] = []
+
+    def add_trace(self, trace: dict[str, Any]) -> None:
+        self.data.append(trace)
+
+    def add_shape(self, **shape: Any) -> None:
+        self.shapes.append(shape)
+
+    def add_annotation(self, **annotation: Any) -> None:
+        self.annotations.append(annotation)
+
+    def figure(self, layout: dict[str, Any]) -> go.Figure:
+        """The ``go.Figure`` (built unvalidated: every value here comes from the builders' code)."""
+        layout = dict(layout)
+        if self.shapes:
+            layout["shapes"] = self.shapes
+        if self.annotations:
+            layout["annotations"] = self.annotations
+        fig = go.Figure(data=self.data, layout=layout, _validate=False)
+        # later changes by a caller are checked (and normalised) as usual
+        for obj in (fig, fig.layout, *fig.data):
+            obj._validate = True
+        return fig
+
+
+Figureish = go.Figure | FigureSpec
 
 
 @dataclass(frozen=True)
@@ -34,6 +87,7 @@ class MetricPlot:
     log: bool
     threshold: Threshold | None
     with_markers: bool
+    schedule: bool = False  # drawn with fewer points (SCHEDULE_POINTS_FRACTION)
 
 
 @dataclass(frozen=True)
@@ -42,6 +96,7 @@ class Ranks:
 
     mask: np.ndarray | None
     ranks: np.ndarray | None
+    chosen: float | None = None
 
     @classmethod
     def of(cls, df: pd.DataFrame, rank: int | None) -> Ranks:
@@ -54,7 +109,7 @@ class Ranks:
         if rank is None and lowest == highest:
             return cls(None, None)
         chosen = float(rank) if rank is not None else float(lowest)
-        return cls(ranks == chosen, ranks)
+        return cls(ranks == chosen, ranks, chosen)
 
 
 @dataclass(frozen=True)
@@ -66,54 +121,75 @@ class RowFilter:
     ranks: Ranks
 
 
-def add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: MetricPlot, filters: RowFilter, n_out: int) -> Any:
-    """Add one metric's traces; return the x of its first drawn non-finite point, or None."""
+def add_metric(
+    fig: Figureish,
+    df: pd.DataFrame,
+    xa: XAxis,
+    plot: MetricPlot,
+    filters: RowFilter,
+    n_out: int,
+    cache_key: Any = None,
+) -> Any:
+    """Add one metric's traces; return the x of its first drawn non-finite point, or None.
+
+    With a ``cache_key`` (e.g. the run id; hashable) the EMA and the downsampling of the whole
+    series are kept in :data:`SERIES_CACHE` and only extended on the next call: a live refresh
+    then costs the new rows, not the run's length. A long series is then downsampled block by
+    block (:func:`~monitor_cb.analysis.series_cache.block_downsample`): the same spikes and
+    non-finite points, and the same figure as a fresh cache would give.
+    """
     selected = _select(df, xa, plot.metric, filters)
     if selected is None:
         return None
     xv, y, steps, drawn_rows = selected
-    smooth_all = ema_debiased(y, plot.smoothing) if plot.smoothing > 0 else None
+    key = None if cache_key is None else (cache_key, plot.metric, xa.kind, filters.ranks.chosen)
+    smooth_all = _smoothed(key, xv, y, plot.smoothing)
     if drawn_rows is not None:  # smoothed over everything, drawn only where asked
         xv, y = xv[drawn_rows], y[drawn_rows]
         steps = steps[drawn_rows] if steps is not None else None
         smooth_all = smooth_all[drawn_rows] if smooth_all is not None else None
+        key = None  # a zoom window is drawn at full resolution, not from the cached blocks
     if y.size == 0:
         return None
-    picked = downsample_indices(xv, y, n_out, max_nonfinite=n_out)
+    picked = _downsampled(key, xv, y, n_out // SCHEDULE_POINTS_FRACTION if plot.schedule else n_out, n_out)
     x_drawn, y_drawn = xv[picked], y[picked]
+    name = escape_html(plot.metric)
     line_mode = "lines+markers" if plot.with_markers else "lines"
     common = {"mode": line_mode, "legendgroup": plot.metric, "yaxis": plot.yaxis}
     if smooth_all is not None:
-        smooth = smooth_all[picked]
         raw_style = {"line": {"color": plot.color, "width": 1}, "opacity": RAW_OPACITY, "showlegend": False}
         fig.add_trace(
-            _scatter(
+            _scatter_dict(
                 x_drawn,
                 _drawable(y_drawn, plot.log),
-                name=f"{plot.metric} (raw)",
-                hovertemplate=f"{plot.metric} raw: %{{y:.4g}}<extra></extra>",
+                name=f"{name} (raw)",
+                hovertemplate=f"{name} raw: %{{y:.4g}}<extra></extra>",
                 **raw_style,
                 **common,
             )
         )
+        smooth_key = None if key is None else (*key, "smoothed", plot.smoothing)
+        # thinner only once the raw trace is downsampled: a short series keeps every smoothed point
+        thin = n_out // SMOOTH_POINTS_FRACTION if y.size > n_out else n_out
+        at = _downsampled(smooth_key, xv, smooth_all, thin, n_out)
         fig.add_trace(
-            _scatter(
-                x_drawn,
-                _drawable(smooth, plot.log),
-                name=plot.metric,
+            _scatter_dict(
+                xv[at],
+                _drawable(smooth_all[at], plot.log),
+                name=name,
                 line={"color": plot.color, "width": 2},
-                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
                 **common,
             )
         )
     else:
         fig.add_trace(
-            _scatter(
+            _scatter_dict(
                 x_drawn,
                 _drawable(y_drawn, plot.log),
-                name=plot.metric,
+                name=name,
                 line={"color": plot.color, "width": 1.5},
-                hovertemplate=f"{plot.metric}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
                 **common,
             )
         )
@@ -123,6 +199,22 @@ def add_metric(fig: go.Figure, df: pd.DataFrame, xa: XAxis, plot: MetricPlot, fi
     points = BadPoints.of_drawn(xv, y, bad, plot, steps, filters.ranks)
     points = points.plus(BadPoints.of_other_ranks(df, xa, plot, filters, xv, y, n_out))
     return points.add_to(fig, plot)
+
+
+def _smoothed(key: Any, xv: np.ndarray, y: np.ndarray, weight: float) -> np.ndarray | None:
+    if weight <= 0:
+        return None
+    if key is None:
+        return ema_debiased(y, weight)
+    return SERIES_CACHE.ema(key, xv, y, weight)
+
+
+def _downsampled(key: Any, xv: np.ndarray, y: np.ndarray, n_out: int, max_nonfinite: int) -> np.ndarray:
+    """Rows to draw: cached blocks for a whole live series, else the whole series downsampled at once."""
+    n_out = max(n_out, 4)
+    if key is None:
+        return downsample_indices(xv, y, n_out, max_nonfinite=max_nonfinite)
+    return SERIES_CACHE.downsample(key, xv, y, n_out, max_nonfinite)
 
 
 def _select(
@@ -177,7 +269,8 @@ class BadPoints:
         if ranks.mask is not None and ranks.ranks is not None:
             suffix = f" (rank {int(ranks.ranks[ranks.mask][0])})" if ranks.mask.any() else ""
         where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
-        text = [f"{plot.metric} = {_nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
+        metric = escape_html(plot.metric)
+        text = [f"{metric} = {_nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
         return cls(xv[bad], _anchor_values(y, bad, plot.log), text)
 
     @classmethod
@@ -214,7 +307,7 @@ class BadPoints:
             anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
         steps = df["step"].to_numpy()[rows] if "step" in df.columns else x_other
         text = [
-            f"{plot.metric} = {_nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
+            f"{escape_html(plot.metric)} = {_nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
             for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
         ]
         return cls(x_other, anchor, text)
@@ -229,15 +322,16 @@ class BadPoints:
         text = self.text + other.text
         return BadPoints(x[order], np.concatenate([self.y, other.y])[order], [text[i] for i in order])
 
-    def add_to(self, fig: go.Figure, plot: MetricPlot) -> Any:
+    def add_to(self, fig: Figureish, plot: MetricPlot) -> Any:
         """Add the red X marker trace; return the first marked x (None when there is none)."""
         if not self.text:
             return None
         fig.add_trace(
-            go.Scatter(
-                x=self.x,
-                y=self.y,
-                name=f"{plot.metric} non-finite",
+            dict(
+                type="scatter",
+                x=compact_array(self.x, is_x=True),
+                y=compact_array(np.asarray(self.y, dtype=np.float64), is_x=False),
+                name=f"{escape_html(plot.metric)} non-finite",
                 mode="markers",
                 marker={"symbol": "x", "size": 10, "color": NONFINITE_COLOR, "line": {"width": 1}},
                 legendgroup=plot.metric,
@@ -262,7 +356,7 @@ def rows_mask(n: int, rows: Rows) -> np.ndarray | None:
     return mask
 
 
-def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: MetricPlot) -> None:
+def _add_threshold(fig: Figureish, xv: np.ndarray, y: np.ndarray, plot: MetricPlot) -> None:
     """Red markers on drawn points beyond the bound(s), and a dashed line at each bound."""
     lower, upper = _bounds(plot.threshold)
     beyond = np.zeros(y.size, dtype=bool)
@@ -290,21 +384,22 @@ def _add_threshold(fig: go.Figure, xv: np.ndarray, y: np.ndarray, plot: MetricPl
     if not beyond.any():
         return
     fig.add_trace(
-        go.Scatter(
-            x=xv[beyond],
-            y=y[beyond],
-            name=f"{plot.metric} beyond threshold",
+        dict(
+            type="scatter",
+            x=compact_array(xv[beyond], is_x=True),
+            y=compact_array(y[beyond], is_x=False),
+            name=f"{escape_html(plot.metric)} beyond threshold",
             mode="markers",
             marker={"size": 6, "color": THRESHOLD_COLOR},
             legendgroup=plot.metric,
             showlegend=False,
             yaxis=plot.yaxis,
-            hovertemplate=f"{plot.metric}: %{{y:.4g}} (beyond threshold)<extra></extra>",
+            hovertemplate=f"{escape_html(plot.metric)}: %{{y:.4g}} (beyond threshold)<extra></extra>",
         )
     )
 
 
-def add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa: XAxis) -> None:
+def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa: XAxis) -> None:
     """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
     with an annotation fails on datetime axes)."""
     # plotly autoranges over annotations: text running off the data would widen the x axis, so
@@ -334,7 +429,7 @@ def add_first_nonfinite_line(fig: go.Figure, x_value: Any, names: list[str], xa:
         yref="paper",
         yanchor="top",
         xanchor=anchor,
-        text=f"first non-finite {', '.join(names)} @ {xa.title} {at}",
+        text=escape_html(f"first non-finite {', '.join(names)} @ {xa.title} {at}"),
         showarrow=False,
         font={"color": NONFINITE_COLOR, "size": 11},
         bgcolor="rgba(255,255,255,0.7)",
@@ -351,6 +446,13 @@ def _plain_x(value: Any, is_datetime: bool) -> Any:
 def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
     trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
     return trace(x=x, y=y, **kwargs)
+
+
+def _scatter_dict(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> dict[str, Any]:
+    """A line trace as a plain dict with 32-bit arrays (WebGL above ``GL_MIN_POINTS`` points)."""
+    # a budget of GL_MIN_POINTS plus the always-kept ends and extremes still counts as that budget
+    kind = "scattergl" if x.size > GL_MIN_POINTS + 4 else "scatter"
+    return {"type": kind, "x": compact_array(x, is_x=True), "y": compact_array(y, is_x=False), **kwargs}
 
 
 def _drawable(y: np.ndarray, log: bool) -> np.ndarray:

@@ -48,9 +48,10 @@ def by_name(fig: go.Figure) -> dict[str, go.BaseTraceType]:
 def test_traces_and_axes_with_smoothing():
     fig = dual_axis_figure(make_frame(), "step", ["loss", "grad_norm"], ["lr"], smoothing=0.6)
     traces = by_name(fig)
-    assert set(traces) == {"loss", "loss (raw)", "grad_norm", "grad_norm (raw)", "lr", "lr (raw)"}
+    # lr is a schedule: never smoothed, one trace
+    assert set(traces) == {"loss", "loss (raw)", "grad_norm", "grad_norm (raw)", "lr"}
     assert traces["loss"].yaxis == "y" and traces["grad_norm (raw)"].yaxis == "y"
-    assert traces["lr"].yaxis == "y2" and traces["lr (raw)"].yaxis == "y2"
+    assert traces["lr"].yaxis == "y2"
     assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
     # raw is faint and hidden from the legend; smoothed is solid and shares its colour
     assert traces["loss (raw)"].opacity < 0.5 and traces["loss (raw)"].showlegend is False
@@ -113,7 +114,9 @@ def test_nonfinite_markers_and_first_nonfinite_line():
     raw_x = np.asarray(traces["loss (raw)"].x)
     raw_y = np.asarray(traces["loss (raw)"].y, dtype=float)
     assert math.isnan(raw_y[raw_x == 5000][0])
-    assert np.isfinite(np.asarray(traces["loss"].y, dtype=float)[raw_x > 5000][:10]).all()
+    smooth_x = np.asarray(traces["loss"].x)  # the smoothed trend is drawn with fewer points of its own
+    assert len(smooth_x) < len(raw_x)
+    assert np.isfinite(np.asarray(traces["loss"].y, dtype=float)[smooth_x > 5000][:10]).all()
     # one dotted line per first non-finite x, labelled with the metric
     lines = [s for s in fig.layout.shapes if s.yref == "paper"]
     assert sorted(s.x0 for s in lines) == [5000, 10_000]
@@ -347,3 +350,39 @@ def test_memory_figure_keeps_rank_and_custom_x():
     df["my_x"] = df["step"] * 2.0
     trace = by_name(memory_figure(df, "my_x"))["mem_device"]
     assert len(trace.x) == 100 and set(np.asarray(trace.y)) == {1.0}  # rank 0 only
+
+
+def test_live_cache_gives_the_figure_a_fresh_cache_gives():
+    from monitor_cb.analysis import series_cache
+
+    df = make_frame(120_000)
+    df.loc[[50_000, 119_990], "loss"] = [math.nan, math.inf]
+    df.loc[77_777, "loss"] = 40.0
+    kwargs = {"smoothing": 0.6, "n_out": 1000, "cache_key": "run-a"}
+    dual_axis_figure(df.iloc[:100_000], "step", ["loss"], ["lr"], **kwargs)  # an earlier refresh
+    extended = dual_axis_figure(df, "step", ["loss"], ["lr"], **kwargs)
+    series_cache.SERIES_CACHE.clear()
+    fresh = dual_axis_figure(df, "step", ["loss"], ["lr"], **kwargs)
+
+    assert [t.name for t in extended.data] == [t.name for t in fresh.data]
+    for a, b in zip(extended.data, fresh.data, strict=True):
+        np.testing.assert_array_equal(np.asarray(a.x), np.asarray(b.x))
+        np.testing.assert_array_equal(np.asarray(a.y), np.asarray(b.y))
+    traces = by_name(extended)
+    assert 40.0 in np.asarray(traces["loss (raw)"].y)  # the spike
+    assert list(traces["loss non-finite"].x) == [50_001, 119_991]
+    assert np.asarray(traces["loss (raw)"].x).dtype == np.int32  # 32-bit arrays from the builder
+    assert np.asarray(traces["loss (raw)"].y).dtype == np.float32
+    assert len(traces["loss"].x) < len(traces["loss (raw)"].x) / 4  # the smoothed trend is thinner
+    assert "lr (raw)" not in traces  # a schedule is not smoothed
+
+
+def test_names_from_run_data_are_escaped_and_hidden_right_axis_draws_no_zero_line():
+    df = make_frame(100)
+    df["<b>x</b>&"] = df["loss"]
+    fig = dual_axis_figure(df, "step", ["<b>x</b>&"], ["lr"], smoothing=0.5)
+    names = {t.name for t in fig.data}
+    assert "&lt;b&gt;x&lt;/b&gt;&amp;" in names and not any("<b>" in n for n in names)
+    assert all("<b>" not in (t.hovertemplate or "") for t in fig.data)
+    assert "<b>" not in fig.layout.yaxis.title.text
+    assert fig.layout.yaxis2.zeroline is False and fig.layout.yaxis2.showgrid is False
