@@ -580,24 +580,28 @@ def live_figures(
     zoom: ZoomState,
     logged: Mapping[str, np.ndarray] | None = None,
     uirevision: Any = "live",
+    cache_key: Any = None,
 ) -> dict[str, Any]:
     """One ``go.Figure`` per shown panel (key -> figure), zoom re-applied and hidden legend entries kept hidden.
 
     ``df`` is the whole run frame; when zoomed, only the zoomed step range is drawn and downsampled,
-    so a zoom into a 1M-step run shows every point of that range.
+    so a zoom into a 1M-step run shows every point of that range. ``cache_key`` (the run id) lets
+    each refresh extend the cached smoothing and downsampling of the last one instead of redoing them.
     """
     from monitor_cb.analysis.series import x_axis
     from monitor_cb.charts import figures as charts
 
-    xa = x_axis(df, settings.x)
-    xs = monotonic_x(xa.values)
-    x_range = x_range_for(zoom, xa.values, xs, df["step"].to_numpy())
+    x_range = None
+    if zoom.active:  # monotonic_x scans the whole run: only for a zoom
+        xa = x_axis(df, settings.x)
+        x_range = x_range_for(zoom, xa.values, monotonic_x(xa.values), df["step"].to_numpy())
     common: dict[str, Any] = {
         "x_range": x_range,
         "uirevision": uirevision,
         "logged": logged or None,
         "n_out": settings.n_out,
         "rows": zoomed_rows(df, zoom),  # full resolution inside the zoom; smoothing still sees the whole run
+        "cache_key": cache_key,
     }
     smooth, log_y, x = settings.smoothing, settings.log_y, settings.x
     thresholds = dict(settings.thresholds)
@@ -639,11 +643,6 @@ def live_figures(
 
 # Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.
 N_OUT_CHOICES = (500, 1000, 2000, 4000)
-_INT32_MAX = 2**31 - 1
-# What a line chart takes from a template; colour scales, geo, ternary, ... are left out.
-_TEMPLATE_KEYS = frozenset(
-    {"font", "paper_bgcolor", "plot_bgcolor", "xaxis", "yaxis", "colorway", "hoverlabel", "hovermode", "title"}
-)
 
 
 def compact_figure(fig: Any) -> None:
@@ -651,38 +650,27 @@ def compact_figure(fig: Any) -> None:
 
     Plotly encodes numpy arrays as base64 typed arrays; float32 keeps 7 significant digits (the
     hover shows 4), integer x values that fit stay exact as int32, wall-clock x stays datetime.
-    Of the template (7 kB per figure) only what gives a line chart its look is kept.
+    Of the template (7 kB per figure) only what gives a line chart its look is kept. The chart
+    builders already make figures this way; this is for figures built elsewhere.
     """
+    from monitor_cb.charts.style import TEMPLATE_KEYS, compact_array
+
     template = fig.layout.template
     if template is not None and template.layout is not None:
         look = template.layout.to_plotly_json()
-        fig.layout.template = go.layout.Template(layout={k: v for k, v in look.items() if k in _TEMPLATE_KEYS})
+        extra = set(template.to_plotly_json()) - {"layout"}
+        if extra or not set(look) <= TEMPLATE_KEYS:
+            fig.layout.template = go.layout.Template(layout={k: v for k, v in look.items() if k in TEMPLATE_KEYS})
     for trace in fig.data:
         for name in ("x", "y"):
             values = getattr(trace, name, None)
             if not isinstance(values, np.ndarray) or values.size == 0:
                 continue
-            small = _compact(values, is_x=name == "x")
+            small = compact_array(values, is_x=name == "x")
             if small is not values:
                 # plotly skips an assignment equal in value to the current one: clear it first
                 setattr(trace, name, None)
                 setattr(trace, name, small)
-
-
-def _compact(values: np.ndarray, is_x: bool) -> np.ndarray:
-    if values.dtype.kind not in "iuf" or values.dtype.itemsize <= 4:
-        return values
-    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-    if finite.size == 0:
-        return values.astype(np.float32) if not is_x else values
-    lo, hi = finite.min(), finite.max()
-    integral = values.dtype.kind in "iu" or bool(np.all(finite == np.round(finite)))
-    if integral and finite.size == values.size and lo >= -_INT32_MAX and hi <= _INT32_MAX:
-        return values.astype(np.int32)  # steps, samples: exact
-    if not is_x:
-        return values.astype(np.float32)
-    # an x axis needs its resolution: float32 only while it still resolves 0.01 of a unit
-    return values.astype(np.float32) if max(abs(lo), abs(hi)) < 1e5 else values
 
 
 CHART_PREFIX = "chart_"

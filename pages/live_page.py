@@ -255,7 +255,14 @@ def process(
     if cache is not None and cache.get("key") == key:
         figures = cache["figures"]
     else:
-        figures = view.live_figures(frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}")
+        figures = view.live_figures(
+            frame,
+            settings,
+            zoom,
+            logged,
+            uirevision=f"{run.id}|{settings.x}",
+            cache_key=(str(getattr(store, "root", "")), run.id),
+        )
         if findings:  # diagnosis findings as lines / bands on every chart
             to_x = step_mapper(frame, settings.x)
             for fig in figures.values():
