@@ -272,7 +272,14 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument(
+        "--no-diagnosis", action="store_true", help="skip the diagnosis (findings) to time the charts alone"
+    )
     args = parser.parse_args()
+    if args.no_diagnosis:
+        from pages import _alerts
+
+        _alerts.run_findings = lambda *a, **k: []  # the AppTest scripts import the same module
     (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

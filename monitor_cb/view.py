@@ -554,7 +554,7 @@ class ChartSettings:
     thresholds: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     custom_left: tuple[str, ...] = ("loss",)
     custom_right: tuple[str, ...] = ()
-    n_out: int = 1000
+    n_out: int = 2000
 
 
 def zoomed_rows(df: pd.DataFrame, zoom: ZoomState, context: float = 1.0) -> slice | None:
