@@ -24,6 +24,7 @@ from monitor_cb.alerts import finding_key
 from monitor_cb.charts.findings import add_findings, step_mapper
 from pages import _alerts, _shared
 from pages._demo import show_empty_root
+from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events
 
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
@@ -203,6 +204,8 @@ def _live_body(
     _alerts.toast_new(run.id, findings)
     data = process(store, run, frame, settings, zoom_state(), time.time(), cache, findings)
     show(data)
+    if not data.empty:
+        ranks_section(store, run, frame, settings.x, settings.smoothing)
 
 
 def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend_event: Any) -> bool:
