@@ -69,15 +69,17 @@ def poll(check: Callable[[], T], timeout: float, interval: float = 0.05, what: s
 
 
 @contextlib.contextmanager
-def streamlit_server(log_root: Path, log_file: Path, extra: list[str] | None = None) -> Iterator[str]:
-    """``streamlit run dashboard.py -- --logdir ROOT`` on a free port; yields its base URL."""
+def streamlit_server(
+    log_root: Path, log_file: Path, extra: list[str] | None = None, script: Path = DASHBOARD
+) -> Iterator[str]:
+    """``streamlit run SCRIPT -- --logdir ROOT`` (default the dashboard) on a free port; yields its base URL."""
     port = free_port()
     cmd = [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        str(DASHBOARD),
+        str(script),
         "--server.port",
         str(port),
         "--server.headless",
@@ -89,6 +91,7 @@ def streamlit_server(log_root: Path, log_file: Path, extra: list[str] | None = N
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("MONITOR_LOGDIR", None)
+    env.pop("MONITOR_TEST_PAGE", None)
     with open(log_file, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"

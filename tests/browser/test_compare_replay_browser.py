@@ -8,12 +8,8 @@ Screenshots go to ``tests/browser/screenshots/`` (git-ignored). Waits are polls 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +18,7 @@ import pytest
 
 from monitor_cb.samples import write_sample_runs
 from monitor_cb.writer import MetricsWriter
-from tests.browser.harness import REPO, _healthy, browser_missing, chromium_page, drag_zoom, free_port, poll
+from tests.browser.harness import REPO, browser_missing, chromium_page, drag_zoom, poll, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOTS = Path(__file__).parent / "screenshots"
@@ -35,32 +31,6 @@ def _need_browser() -> None:
     reason = browser_missing()
     if reason:
         pytest.skip(reason)
-
-
-@contextlib.contextmanager
-def app_server(root: Path, log_file: Path) -> Iterator[str]:
-    """``streamlit run tests/app/compare_app.py`` on a free port; yields its base URL."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.port", str(port)]
-    cmd += ["--server.headless", "true", "--", "--logdir", str(root)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("MONITOR_LOGDIR", None)
-    env.pop("MONITOR_TEST_PAGE", None)
-    with open(log_file, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        poll(lambda: _healthy(url) or proc.poll() is not None, timeout=60, interval=0.1, what="streamlit to start")
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_file}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class LiveRun:
@@ -87,7 +57,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     write_sample_runs(root, n_runs=3, steps=600, seed=0)
     live = LiveRun(root)
     live.write(100)
-    with app_server(root, tmp / "streamlit.log") as url:
+    with streamlit_server(root, tmp / "streamlit.log", script=ENTRY) as url:
         yield url, tmp, live
     live.writer.close()
 
