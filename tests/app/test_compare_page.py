@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.samples import write_sample_runs
+from tests.app.helpers import assert_ok, charts, run_entry, texts
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
 TIMEOUT = 60
@@ -23,22 +24,7 @@ def samples(log_root: Path) -> Path:
 
 
 def run_app(query: dict[str, Any] | None = None) -> AppTest:
-    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def charts(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-
-
-def texts(at: AppTest) -> str:
-    return "\n".join(str(p.value) for p in [*at.info, *at.warning, *at.error, *at.caption, *at.markdown])
+    return run_entry(ENTRY, query, TIMEOUT)
 
 
 def smoothed(fig: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -14,20 +13,13 @@ from streamlit.testing.v1 import AppTest
 
 from monitor_cb.charts.findings import FINDING_SHAPE_PREFIX
 from tests.app.conftest import DASHBOARD, write_run
+from tests.app.helpers import assert_ok, charts, run_entry, texts
 
 TIMEOUT = 60
 
 
-def run_app(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(DASHBOARD, default_timeout=TIMEOUT)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def charts(at: AppTest) -> list[dict[str, Any]]:
-    """The plotly figures on the page, as the JSON spec the browser receives."""
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+def run_app(query: dict[str, Any] | None = None) -> AppTest:
+    return run_entry(DASHBOARD, query, TIMEOUT)
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -46,15 +38,6 @@ def trace_names(fig: dict[str, Any]) -> list[str]:
 
 def metric_values(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
-
-
-def texts(at: AppTest) -> str:
-    parts = [*at.info, *at.warning, *at.error, *at.caption, *at.markdown]
-    return "\n".join(str(p.value) for p in parts)
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 # ----------------------------------------------------------------------------- empty states

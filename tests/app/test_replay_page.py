@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.samples import write_sample_runs
+from tests.app.helpers import assert_ok, charts, run_entry, texts
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
 TIMEOUT = 60
@@ -28,19 +29,8 @@ def samples(log_root: Path) -> Path:
     return log_root
 
 
-def run_app(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def charts(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+def run_app(query: dict[str, Any] | None = None) -> AppTest:
+    return run_entry(ENTRY, query, TIMEOUT)
 
 
 def x_span(fig: dict[str, Any]) -> tuple[float, float]:
@@ -63,10 +53,6 @@ def x_span(fig: dict[str, Any]) -> tuple[float, float]:
 
 def max_x(fig: dict[str, Any]) -> float:
     return x_span(fig)[1]
-
-
-def texts(at: AppTest) -> str:
-    return "\n".join(str(p.value) for p in [*at.info, *at.warning, *at.error, *at.caption, *at.markdown])
 
 
 def upload(at: AppTest, name: str, content: bytes) -> AppTest:

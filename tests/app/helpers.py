@@ -1,0 +1,32 @@
+"""What every AppTest of a page needs: run an entry script with a query, and read what it drew."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 60
+
+
+def run_entry(entry: str, query: dict[str, Any] | None = None, timeout: float = TIMEOUT) -> AppTest:
+    """``AppTest.from_file(entry)`` with ``query`` as the URL's query parameters, run once."""
+    at = AppTest.from_file(entry, default_timeout=timeout)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    """The plotly figures on the page, as the JSON spec the browser receives."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def texts(at: AppTest) -> str:
+    parts = [*at.info, *at.warning, *at.error, *at.caption, *at.markdown]
+    return "\n".join(str(p.value) for p in parts)
