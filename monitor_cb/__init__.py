@@ -1,6 +1,7 @@
 """Live training monitor for MindSpore and MindFormers.
 
-``from monitor_cb import LiveMonitor`` adds the callback to ``Model.train``;
+``from monitor_cb import LiveMonitor`` adds the callback to ``Model.train``
+(``grad_norm_model`` builds a ``Model`` whose steps also return the gradient norm);
 ``MetricsWriter`` serves custom training loops. MindSpore is imported only when
 a MindSpore-specific name is first used, so the dashboard and the reading side
 never pay for ``import mindspore``.
@@ -19,6 +20,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "LiveMonitor": "monitor_cb.callback",
     "TrainOneStepWithGradNorm": "monitor_cb.cells",
+    "TrainOneStepWithLossScaleAndGradNorm": "monitor_cb.cells",
+    "grad_norm_model": "monitor_cb.grad_norm",
     "global_grad_norm": "monitor_cb.cells",
     "lr_metrics": "monitor_cb.lr",  # no MindSpore import itself; lazy to keep `import monitor_cb` minimal
 }
@@ -29,13 +32,16 @@ __all__ = [
     "MetricsWriter",
     "MonitorWarning",
     "TrainOneStepWithGradNorm",
+    "TrainOneStepWithLossScaleAndGradNorm",
     "global_grad_norm",
+    "grad_norm_model",
     "lr_metrics",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.callback import LiveMonitor
-    from monitor_cb.cells import TrainOneStepWithGradNorm, global_grad_norm
+    from monitor_cb.cells import TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm, global_grad_norm
+    from monitor_cb.grad_norm import grad_norm_model
     from monitor_cb.lr import lr_metrics
 
 

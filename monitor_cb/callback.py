@@ -72,7 +72,9 @@ class LiveMonitor(Callback):
         nan_patience: stop after this many consecutive non-finite losses.
         max_grad_norm: a gradient norm above this is a guard event (stop with ``"stop"``).
         layout: the train cell's output layout (``"plain"``, ``"grad_norm"``,
-            ``"loss_scale"``, ``"mindformers"``); default from the train cell's class.
+            ``"loss_scale"``, ``"loss_scale_grad_norm"``, ``"mindformers"``); default from the
+            train cell's class. For ``grad_norm`` with ``Model.train``, build the model with
+            :func:`monitor_cb.grad_norm_model`.
         loss_names: names for a tuple of component losses returned by the network.
         log_memory: log device and host memory.
         telemetry_interval: seconds between hardware samples taken off the training thread
@@ -267,7 +269,8 @@ class LiveMonitor(Callback):
             self._warn(
                 "no-grad-norm",
                 "max_grad_norm is set but the train cell returns no gradient norm; "
-                "use monitor_cb.TrainOneStepWithGradNorm (or a cell with a known layout)",
+                "build the model with monitor_cb.grad_norm_model(net, loss_fn, optimizer) "
+                "(or a train cell with a known layout)",
             )
         return metrics
 

@@ -3,8 +3,12 @@
 ``TrainOneStepWithGradNorm(net_with_loss, optimizer)`` is a drop-in for
 ``nn.TrainOneStepCell`` whose outputs are ``(loss, grad_norm)``, computed in the
 graph (GRAPH_MODE) from the reduced gradients before the update; ``LiveMonitor``
-logs both. ``global_grad_norm(grads)`` computes the same norm from the grads
-tuple of ``mindspore.value_and_grad`` in a custom loop (PyNative or ``@jit``).
+logs both. ``TrainOneStepWithLossScaleAndGradNorm`` does the same for
+``nn.TrainOneStepWithLossScaleCell`` (``(loss, overflow, loss_scale, grad_norm)``).
+The norm is always that of the true (unscaled) gradients. ``global_grad_norm(grads)``
+computes the same norm from the grads tuple of ``mindspore.value_and_grad`` in a
+custom loop (PyNative or ``@jit``). ``monitor_cb.grad_norm_model`` puts these cells
+into a ``Model`` for you.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def global_grad_norm(grads: Any) -> ms.Tensor:
 
     Example:
         >>> loss, grads = grad_fn(x, y)         # mindspore.value_and_grad(..., weights)
-        >>> norm = global_grad_norm(grads)
+        >>> norm = global_grad_norm(grads) / self.sens
         >>> writer.log(step=step, loss=loss, grad_norm=norm)
     """
     squares = _hyper_map(_square_sum, tuple(grads))
@@ -51,9 +55,11 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell):
     Args:
         network: the network with its loss (``nn.WithLossCell`` or similar).
         optimizer: the optimizer.
-        sens: loss scaling for the backward pass, as in ``nn.TrainOneStepCell``.
-        clip_norm: if given, clip the gradients to this global norm before the
-            update; the returned norm is the pre-clip one.
+        sens: loss scaling for the backward pass, as in ``nn.TrainOneStepCell`` (what
+            ``FixedLossScaleManager(drop_overflow_update=False)`` sets); the gradients reach
+            the optimizer scaled, the reported norm is divided by it.
+        clip_norm: if given, clip the (unscaled) gradients to this global norm before
+            the update; the returned norm is the pre-clip one.
 
     Outputs:
         ``(loss, grad_norm)``, both float scalars; ``LiveMonitor`` reads them with
@@ -66,19 +72,80 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell):
         self, network: nn.Cell, optimizer: nn.Optimizer, sens: float | None = None, clip_norm: float | None = None
     ) -> None:
         super().__init__(network, optimizer, sens=sens)
-        if clip_norm is not None and not clip_norm > 0:
-            raise ValueError(f"clip_norm must be a positive number or None, got {clip_norm!r}")
         self.clip = clip_norm is not None
-        self.clip_norm = ms.Tensor(clip_norm if clip_norm is not None else 1.0, ms.float32)
+        self.clip_norm = _clip_tensor(clip_norm)
 
     def construct(self, *inputs: Any) -> tuple[ms.Tensor, ms.Tensor]:
         loss = self.network(*inputs)
         sens = ops.fill(loss.dtype, loss.shape, self.sens)
         grads = self.grad(self.network, self.weights)(*inputs, sens)
         grads = self.grad_reducer(grads)
-        norm = global_grad_norm(grads)
-        if self.clip:
-            factor = ops.minimum(self.clip_norm / (norm + 1e-6), 1.0)
-            grads = _hyper_map(ops.partial(_scale_grad, factor), grads)
+        # The grads carry the loss scale (the optimizer divides it out): report the true norm.
+        norm = global_grad_norm(grads) / self.sens
+        grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
         loss = ops.depend(loss, self.optimizer(grads))
         return loss, norm
+
+
+class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell):
+    """``nn.TrainOneStepWithLossScaleCell`` that also returns the global gradient norm.
+
+    What ``Model`` builds for a loss scale manager with an update cell
+    (``DynamicLossScaleManager``, ``FixedLossScaleManager(drop_overflow_update=True)``);
+    MindSpore refuses those on the CPU. The norm is that of the unscaled gradients
+    (non-finite on an overflow step, which the optimizer then skips).
+
+    Args:
+        network: the network with its loss.
+        optimizer: the optimizer.
+        scale_sense: the loss scale update cell or a scale tensor, as in the parent.
+        clip_norm: if given, clip the unscaled gradients to this global norm.
+
+    Outputs:
+        ``(loss, overflow, loss_scale, grad_norm)``: the ``"loss_scale_grad_norm"`` layout.
+    """
+
+    output_layout = "loss_scale_grad_norm"
+
+    def __init__(
+        self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense: Any, clip_norm: float | None = None
+    ) -> None:
+        super().__init__(network, optimizer, scale_sense)
+        self.clip = clip_norm is not None
+        self.clip_norm = _clip_tensor(clip_norm)
+
+    def construct(self, *inputs: Any) -> tuple[ms.Tensor, ms.Tensor, ms.Tensor, ms.Tensor]:
+        loss = self.network(*inputs)
+        scaling_sens = self.scale_sense
+        status = ms.Tensor([0] * 8, ms.int32)
+        scaling_sens_filled = ops.ones_like(loss) * ops.cast(scaling_sens, ops.dtype(loss))
+        grads = self.grad(self.network, self.weights)(*inputs, scaling_sens_filled)
+        grads = _hyper_map(ops.partial(_unscale, scaling_sens), grads)
+        grads = self.grad_reducer(grads)
+        cond = self.get_overflow_status(status, grads)
+        overflow = self.process_loss_scale(cond)
+        norm = global_grad_norm(grads)
+        grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
+        if not overflow:
+            loss = ops.depend(loss, self.optimizer(grads))
+        return loss, cond, scaling_sens, norm
+
+
+_unscale = ops.MultitypeFuncGraph("monitor_unscale")
+
+
+@_unscale.register("Tensor", "Tensor")
+def _tensor_unscale(scale: ms.Tensor, grad: ms.Tensor) -> ms.Tensor:
+    return grad * ops.cast(ops.reciprocal(scale), grad.dtype)
+
+
+def _clip(grads: Any, norm: ms.Tensor, clip_norm: ms.Tensor) -> Any:
+    """The grads scaled so that their global norm is at most ``clip_norm``."""
+    factor = ops.minimum(clip_norm / (norm + 1e-6), 1.0)
+    return _hyper_map(ops.partial(_scale_grad, factor), grads)
+
+
+def _clip_tensor(clip_norm: float | None) -> ms.Tensor:
+    if clip_norm is not None and not clip_norm > 0:
+        raise ValueError(f"clip_norm must be a positive number or None, got {clip_norm!r}")
+    return ms.Tensor(clip_norm if clip_norm is not None else 1.0, ms.float32)

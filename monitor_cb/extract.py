@@ -103,6 +103,13 @@ def parse_loss_scale(outputs: Any, names: Sequence[str] | None = None) -> Metric
     return out
 
 
+def parse_loss_scale_grad_norm(outputs: Any, names: Sequence[str] | None = None) -> Metrics:
+    """:class:`monitor_cb.cells.TrainOneStepWithLossScaleAndGradNorm`: ``(loss, overflow, loss_scale, grad_norm)``."""
+    out = parse_loss_scale(outputs, names)
+    out["grad_norm"] = to_float(outputs[3])
+    return out
+
+
 def parse_mindformers(outputs: Any, names: Sequence[str] | None = None) -> Metrics:
     """MindFormers' ``MFTrainOneStepCell`` / ``MFPipelineWithLossScaleCell``.
 
@@ -126,11 +133,13 @@ LAYOUTS: dict[str, Parser] = {
     "plain": parse_plain,
     "grad_norm": parse_grad_norm,
     "loss_scale": parse_loss_scale,
+    "loss_scale_grad_norm": parse_loss_scale_grad_norm,
     "mindformers": parse_mindformers,
 }
 
 # Class names (anywhere in the train cell's MRO) -> layout. Most specific first.
 _CLASS_LAYOUTS: tuple[tuple[str, str], ...] = (
+    ("TrainOneStepWithLossScaleAndGradNorm", "loss_scale_grad_norm"),
     ("TrainOneStepWithGradNorm", "grad_norm"),
     ("MFTrainOneStepCell", "mindformers"),
     ("MFPipelineWithLossScaleCell", "mindformers"),

@@ -37,6 +37,11 @@ LAYOUT_CASES = [
     ("loss_scale", (T(1.5), T(False), T(1024.0)), {"loss": 1.5, "overflow": False, "loss_scale": 1024.0}),
     ("loss_scale", (T(1.5), np.bool_(True), 512.0), {"loss": 1.5, "overflow": True, "loss_scale": 512.0}),
     (
+        "loss_scale_grad_norm",
+        (T(1.5), T(True), T(1024.0), T(float("inf"))),
+        {"loss": 1.5, "overflow": True, "loss_scale": 1024.0, "grad_norm": math.inf},
+    ),
+    (
         "mindformers",
         (T(1.5), T(False), T(4096.0), T(1e-4), T(0.75)),
         {"loss": 1.5, "overflow": False, "loss_scale": 4096.0, "lr": 1e-4, "grad_norm": 0.75},
@@ -120,6 +125,10 @@ class MyMFLikeCell(MFTrainOneStepCell):
     pass
 
 
+class TrainOneStepWithLossScaleAndGradNorm(TrainOneStepWithLossScaleCell):
+    pass
+
+
 class Declared:
     output_layout = "grad_norm"
 
@@ -129,6 +138,7 @@ def test_layout_for_cell_by_declaration_then_most_specific_class_name() -> None:
     assert layout_for_cell(MyMFLikeCell()) == "mindformers"
     assert layout_for_cell(MFTrainOneStepCell) == "mindformers"
     assert layout_for_cell(TrainOneStepWithLossScaleCell()) == "loss_scale"
+    assert layout_for_cell(TrainOneStepWithLossScaleAndGradNorm()) == "loss_scale_grad_norm"
     assert layout_for_cell(object()) == "plain"
     assert layout_for_cell(None) == "plain"
 
