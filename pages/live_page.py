@@ -22,6 +22,7 @@ import streamlit as st
 from monitor_cb import view
 from monitor_cb.alerts import finding_key
 from monitor_cb.charts.findings import add_findings, step_mapper
+from monitor_cb.charts.notes import add_note, grad_norm_note
 from pages import _alerts, _shared
 from pages._demo import show_empty_root
 from pages._ranks import ranks_section
@@ -266,6 +267,9 @@ def process(
             uirevision=f"{run.id}|{settings.x}",
             cache_key=(str(getattr(store, "root", "")), run.id),
         )
+        note = grad_norm_note(frame.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
+        if note:  # the chart says why it shows throughput only, and how to get the norm
+            add_note(figures["speed_grad"], note)
         if findings:  # diagnosis findings as lines / bands on every chart
             to_x = step_mapper(frame, settings.x)
             for fig in figures.values():

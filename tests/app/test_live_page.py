@@ -307,3 +307,28 @@ def test_healthy_run_shows_no_alert_panel(log_root: Path) -> None:
     at = run_app()
     assert_ok(at)
     assert not at.error and not at.warning
+
+
+# ----------------------------------------------------------------------------- gradient norm missing
+def _speed_chart(at: AppTest) -> dict[str, Any]:
+    return next(f for f in charts(at) if _text(f["layout"].get("title")) == "Throughput and gradient norm")
+
+
+def test_throughput_chart_says_why_the_gradient_norm_is_missing(log_root: Path) -> None:
+    from monitor_cb.writer import MetricsWriter
+
+    with MetricsWriter(
+        log_root / "plain", fsync_interval=0, extra_meta={"train_cell": "TrainOneStepCell", "output_layout": "plain"}
+    ) as writer:
+        for step in range(1, 51):
+            writer.log(step=step, loss=1.0 / step, lr=1e-3, throughput=100.0 + step)
+    write_run(log_root, "with-norm", steps=50)
+    at = run_app({"run": "plain"})
+    assert_ok(at)
+    notes = [a["text"] for a in _speed_chart(at)["layout"].get("annotations", [])]
+    assert len(notes) == 1
+    assert "train cell (TrainOneStepCell) returns the loss only" in notes[0]
+    assert "monitor_cb.grad_norm_model(net, loss_fn, optimizer)" in notes[0]
+    at = run_app({"run": "with-norm"})
+    assert_ok(at)
+    assert not _speed_chart(at)["layout"].get("annotations")
