@@ -1,0 +1,336 @@
+"""The runs table's data: one row per run, the config keys that differ, filters, sort and group-by.
+
+Plain data, no Streamlit: the runs page shows :func:`display_table` and picks rows; the same
+functions serve any other front end. Row values come from the ``RunInfo`` list and each run's cached
+:class:`~monitor_cb.compare.runstats.RunStats`, so a table of a thousand runs is built from memory.
+
+Columns (all names can be typed in a filter expression, see :mod:`monitor_cb.compare.runexpr`):
+
+* ``id``, ``name``, ``status``, ``steps`` (last step), ``duration_s``, ``updated`` (last write, Unix s),
+  ``ranks``, ``records``, ``bad_lines``, ``reason``;
+* ``<metric>.<stat>`` for the key metrics (``loss``, ``eval_loss``, other ``eval_*``) and the chosen
+  statistics (default ``last`` and ``best``; ``min``, ``max``, ``best_step`` on demand);
+* the config keys whose values differ between the runs (every key with ``all_config``), flattened
+  with dots (``optim.lr``); a key that clashes with a column above is shown as ``config.<key>``.
+  Every config key of a run can be used in an expression, shown or not, also as ``config.<key>``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor_cb.compare.configdiff import MISSING, show_value
+from monitor_cb.compare.runexpr import compile_filter
+from monitor_cb.compare.runstats import STATS, RunStats, key_metrics
+
+BASE_COLUMNS = ("id", "name", "status", "steps", "duration_s", "updated", "ranks", "records", "bad_lines", "reason")
+DEFAULT_STATS = ("last", "best")
+_ACTIVE = ("running", "stalled")
+_GLOB = set("*?[")
+_INT_COLUMNS = ("steps", "ranks", "records", "bad_lines")
+_INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """What the table shows.
+
+    Args:
+        stats: statistics per key metric (from :data:`~monitor_cb.compare.runstats.STATS`).
+        metrics: key metrics to show; None for every one any run logged.
+        all_config: every config key, not only those that differ between runs.
+    """
+
+    stats: tuple[str, ...] = DEFAULT_STATS
+    metrics: tuple[str, ...] | None = None
+    all_config: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.stats if s not in STATS]
+        if unknown:
+            raise ValueError(f"unknown statistics {unknown}; known: {', '.join(STATS)}")
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    """The table and what the filters need; filtering and sorting return a new one (rows in sync)."""
+
+    frame: pd.DataFrame  # one row per run, columns: BASE_COLUMNS, metric columns, config columns
+    metric_columns: tuple[str, ...]
+    config_columns: tuple[str, ...]
+    rows: tuple[Mapping[str, Any], ...] = field(repr=False)  # per run: every name an expression may use
+    names: frozenset[str] = field(repr=False, default=frozenset())
+    text: tuple[str, ...] = field(repr=False, default=())  # per run: what the text filter searches
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.frame["id"])
+
+    def take(self, positions: Sequence[int] | np.ndarray) -> RunsTable:
+        """The rows at ``positions``, in that order."""
+        index = np.asarray(positions, dtype=np.int64)
+        return replace(
+            self,
+            frame=self.frame.iloc[index].reset_index(drop=True),
+            rows=tuple(self.rows[i] for i in index),
+            text=tuple(self.text[i] for i in index),
+        )
+
+
+def build_table(
+    infos: Sequence[Any],
+    stats_of: Callable[[Any], RunStats],
+    now: float,
+    options: TableOptions | None = None,
+) -> RunsTable:
+    """One row per run.
+
+    Args:
+        infos: the runs (``RunInfo``), in the order to show.
+        stats_of: a run's statistics (``StatsCache.get``).
+        now: Unix time, for the duration of running runs.
+        options: what to show.
+    """
+    options = options or TableOptions()
+    stats = [stats_of(info) for info in infos]
+    logged = {m for s in stats for m in s.metrics}
+    metrics = list(options.metrics) if options.metrics is not None else key_metrics(logged)
+    metric_columns = [f"{m}.{stat}" for m in metrics for stat in options.stats]
+    keys = config_keys([s.config for s in stats], options.all_config)
+    taken = set(BASE_COLUMNS) | set(metric_columns)
+    config_columns = {key: (f"config.{key}" if key in taken else key) for key in keys}
+    records, rows, texts = [], [], []
+    for info, run in zip(infos, stats, strict=True):
+        record = _base_row(info, run, now)
+        for m in metrics:
+            values = run.metrics.get(m)
+            for stat in options.stats:
+                record[f"{m}.{stat}"] = values.get(stat) if values is not None else None
+        for key, column in config_columns.items():
+            record[column] = run.config.get(key)
+        records.append(record)
+        rows.append(_expression_row(record, run.config))
+        texts.append(_search_text(info, run, config_columns))
+    columns = [*BASE_COLUMNS, *metric_columns, *config_columns.values()]
+    frame = _frame(records, columns, set(BASE_COLUMNS))
+    names = frozenset(columns) | frozenset(k for r in rows for k in r)
+    return RunsTable(frame, tuple(metric_columns), tuple(config_columns.values()), tuple(rows), names, tuple(texts))
+
+
+def _frame(records: list[dict[str, Any]], columns: list[str], inferred: set[str]) -> pd.DataFrame:
+    """Base columns with inferred dtypes; metric and config columns as objects, so a value a run never
+    logged (None) stays apart from a logged NaN."""
+    data = {c: pd.Series([r[c] for r in records], dtype=None if c in inferred else object, name=c) for c in columns}
+    return pd.DataFrame(data, columns=columns)
+
+
+def config_keys(configs: Sequence[Mapping[str, Any]], all_keys: bool = False) -> list[str]:
+    """Sorted config keys; only those whose values differ between the runs (a missing key differs)."""
+    keys = sorted({k for c in configs for k in c})
+    if all_keys:
+        return keys
+    out = []
+    for key in keys:
+        shown = {show_value(config[key]) if key in config else MISSING for config in configs}
+        if len(shown) > 1:
+            out.append(key)
+    return out
+
+
+def _base_row(info: Any, run: RunStats, now: float) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "name": str(info.name or info.id),
+        "status": info.status,
+        "steps": info.last_step,
+        "duration_s": run_duration(info.meta, run, info.status, now),
+        "updated": info.last_write or None,
+        "ranks": len(info.ranks or ()),
+        "records": info.n_records,
+        "bad_lines": info.bad_lines,
+        "reason": info.reason or "",
+    }
+
+
+def run_duration(meta: Mapping[str, Any] | None, run: RunStats, status: str, now: float) -> float | None:
+    """Seconds from the start (metadata, else first record) to the end (metadata, else last record;
+    now while the run is active)."""
+    meta = meta or {}
+    start = _num(meta.get("first_start_time")) or _num(meta.get("start_time")) or run.t_first
+    end = now if status in _ACTIVE else (_num(meta.get("end_time")) or run.t_last)
+    if start is None or end is None or end < start:
+        return None
+    return end - start
+
+
+def _expression_row(record: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    row = {f"config.{k}": v for k, v in config.items()}
+    row.update({k: v for k, v in config.items() if k not in record})
+    row.update(record)
+    return row
+
+
+def _search_text(info: Any, run: RunStats, config_columns: Mapping[str, str]) -> str:
+    parts = [str(info.id), str(info.name or ""), str(info.status), str(info.reason or "")]
+    parts += [show_value(run.config[k]) for k in config_columns if k in run.config]
+    return " ".join(parts).lower()
+
+
+# ----------------------------------------------------------------------------- filter, sort, group
+def filter_text(table: RunsTable, text: str) -> RunsTable:
+    """Runs matching ``text``: with ``*``, ``?`` or ``[`` a case-insensitive glob on the id or name,
+    else runs whose id, name, status, reason or shown config values contain every word."""
+    text = text.strip().lower()
+    if not text:
+        return table
+    if _GLOB & set(text):
+        keep = [
+            i
+            for i, row in enumerate(table.rows)
+            if fnmatch.fnmatchcase(str(row["id"]).lower(), text) or fnmatch.fnmatchcase(str(row["name"]).lower(), text)
+        ]
+    else:
+        words = text.split()
+        keep = [i for i, hay in enumerate(table.text) if all(w in hay for w in words)]
+    return table.take(keep)
+
+
+def filter_expr(table: RunsTable, expression: str) -> RunsTable:
+    """Runs for which ``expression`` is true (see :mod:`monitor_cb.compare.runexpr`).
+
+    Raises:
+        ExprError: the expression is not valid; the message says why.
+    """
+    predicate = compile_filter(expression, table.names if table.rows else None)  # no runs: no names to check
+    return table.take([i for i, row in enumerate(table.rows) if predicate(row)])
+
+
+def sort_table(table: RunsTable, column: str, descending: bool = False) -> RunsTable:
+    """Rows sorted by ``column``: numbers numerically, other values as text; missing and NaN always last.
+
+    Raises:
+        KeyError: no such column.
+    """
+    if column not in table.frame.columns:
+        raise KeyError(f"no column {column!r}; columns are {list(table.frame.columns)}")
+    values = list(table.frame[column])
+    present = [i for i, v in enumerate(values) if not _absent(v)]
+    absent = [i for i, v in enumerate(values) if _absent(v)]
+    numeric = all(_is_number(values[i]) for i in present)
+    key: Callable[[int], Any] = (lambda i: float(values[i])) if numeric else (lambda i: show_value(values[i]).lower())
+    ordered = sorted(present, key=key, reverse=descending)  # stable: ties keep the table's order
+    return table.take(ordered + absent)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs sharing one value of a config key."""
+
+    value: str  # the value as shown (``—`` for runs without the key)
+    run_ids: tuple[str, ...]
+
+
+def groups(table: RunsTable, key: str) -> list[Group]:
+    """The table's runs grouped by the value of ``key`` (a column or config key), in order of first appearance.
+
+    Raises:
+        KeyError: ``key`` is neither a column nor a config key of any run.
+    """
+    if key not in table.names:
+        raise KeyError(f"no column or config key {key!r}")
+    found: dict[str, list[str]] = {}
+    for row in table.rows:
+        value = show_value(row[key]) if key in row and row[key] is not None else MISSING
+        found.setdefault(value, []).append(str(row["id"]))
+    return [Group(value, tuple(ids)) for value, ids in found.items()]
+
+
+def group_table(table: RunsTable, key: str) -> pd.DataFrame:
+    """One row per group: the value, the number of runs, and mean / min / max of each metric column
+    over the runs' finite values (NaN where none)."""
+    position = {run_id: i for i, run_id in enumerate(table.frame["id"])}
+    numbers = {c: _float_array(table.frame[c]) for c in table.metric_columns}
+    records = []
+    for group in groups(table, key):
+        record: dict[str, Any] = {key: group.value, "runs": len(group.run_ids)}
+        rows = np.array([position[r] for r in group.run_ids], dtype=np.int64)
+        for column, array in numbers.items():
+            values = array[rows]
+            finite = values[np.isfinite(values)]
+            empty = finite.size == 0
+            record[f"{column} mean"] = math.nan if empty else float(finite.mean())
+            record[f"{column} min"] = math.nan if empty else float(finite.min())
+            record[f"{column} max"] = math.nan if empty else float(finite.max())
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+# ----------------------------------------------------------------------------- display
+def format_value(value: Any) -> str:
+    """A cell as text: NaN as ``NaN``, ±inf as ``inf``/``-inf``, missing as empty, numbers to 4 significant digits."""
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return f"{number:.4g}"
+    return show_value(value)
+
+
+def display_table(table: RunsTable, now: float) -> pd.DataFrame:
+    """The table as text, as a page shows it: durations as ``h:mm:ss``, ``updated`` as an age, the rest
+    through :func:`format_value`; integer columns keep integers (``1,234``) even where pandas made them float."""
+    from monitor_cb.view import format_age, format_duration
+
+    frame = table.frame
+    out: dict[str, list[str]] = {}
+    for column in frame.columns:
+        values = list(frame[column])
+        if column == "duration_s":
+            out[column] = [format_duration(v) if not _absent(v) else "" for v in values]
+        elif column == "updated":
+            out[column] = [f"{format_age(now - v)} ago" if not _absent(v) else "" for v in values]
+        elif column in _INT_COLUMNS or column.endswith(_INT_SUFFIXES):
+            out[column] = [format_value(int(v)) if not _absent(v) else "" for v in values]
+        else:
+            out[column] = [format_value(v) for v in values]
+    return pd.DataFrame(out, columns=list(frame.columns), dtype=object)
+
+
+def _absent(value: Any) -> bool:
+    """Missing (None, pd.NA) or NaN: sorts last, shows empty (NaN metrics are shown by format_value)."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _float_array(column: pd.Series) -> np.ndarray:
+    """An object column as float64, anything not a number as NaN."""
+    return np.fromiter((float(v) if _is_number(v) else math.nan for v in column), dtype=np.float64, count=len(column))
+
+
+def _num(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
