@@ -6,6 +6,10 @@ Modules:
     overlay: one ``go.Figure`` per metric overlaying runs, each run a stable colour and legend group.
     summary: the NaN-aware summary table.
     configdiff: hyperparameters that differ between runs.
+    colors, colordiff: run colours a person can tell apart (CIEDE2000), sticky per view.
+    runstats, runs_table, runexpr: the runs table (cached per-run statistics, differing config keys,
+        text and safe expression filters, sort, group-by).
+    bands: a group of runs as a mean with a min-max band.
     export: CSV / Parquet bytes of the selected runs (every row, NaN kept).
     upload: an uploaded JSONL buffer checked and parsed in memory.
     replay: the replay cursor, the "jump to" list and the window around a notable step.
