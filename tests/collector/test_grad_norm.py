@@ -177,3 +177,24 @@ def test_the_chart_note_tells_a_default_model_user_the_one_line(tmp_path: Path) 
     assert note is not None and "(TrainOneStepCell)" in note and "grad_norm_model" in note
     norm_columns = {k for r in read_records(tmp_path / "norm" / "metrics.jsonl") for k in r}
     assert grad_norm_note(norm_columns, read_meta(tmp_path / "norm")) is None
+
+
+@pytest.mark.parametrize(
+    ("level", "manager"),
+    [("O1", None), ("O3", None), ("O2", lambda: amp.FixedLossScaleManager(1024.0, drop_overflow_update=False))],
+)
+def test_amp_levels_train_like_model_and_log_a_norm(tmp_path: Path, level: str, manager: Any) -> None:
+    """Mixed precision as Model builds it (O2's default dynamic loss scale is refused on CPU, by MindSpore)."""
+    runs = {}
+    for build in (Model, grad_norm_model):
+        ms.set_seed(3)
+        net = Net()
+        extra = {"loss_scale_manager": manager()} if manager else {}
+        optimizer = nn.SGD(net.trainable_params(), 0.05, loss_scale=1024.0 if manager else 1.0)
+        model = build(net, ce(), optimizer, amp_level=level, **extra)
+        run = tmp_path / f"{level}-{build.__name__}"
+        model.train(1, dataset(4), callbacks=[LiveMonitor(run, log_interval=1)], dataset_sink_mode=False)
+        runs[build] = train_records(run / "metrics.jsonl")
+    assert [r["loss"] for r in runs[grad_norm_model]] == pytest.approx([r["loss"] for r in runs[Model]], rel=1e-3)
+    norms = [r["grad_norm"] for r in runs[grad_norm_model]]
+    assert all(0 < n < 100 for n in norms)  # unscaled: a 1024 loss scale would show as ~1000x
