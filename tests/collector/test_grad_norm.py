@@ -48,6 +48,7 @@ def test_one_line_model_logs_the_host_computed_global_norm(tmp_path: Path, sink:
     net = Net()
     expected = _expected_norms(net, 4)
     model = grad_norm_model(net, ce(), nn.SGD(net.trainable_params(), learning_rate=0.0))
+    assert type(model.train_network) is TrainOneStepWithGradNorm
     model.train(1, dataset(4), callbacks=[LiveMonitor(tmp_path, log_interval=1)], dataset_sink_mode=sink)
     records = train_records(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2, 3, 4]
@@ -153,15 +154,6 @@ def test_loss_scale_layout_logs_scale_overflow_and_unscaled_norm(tmp_path: Path)
     assert [r["overflow"] for r in records] == [False, False, False, True]
     assert math.isnan(records[3]["grad_norm"])
     assert read_meta(tmp_path)["output_layout"] == "loss_scale_grad_norm"
-
-
-def test_a_cell_given_to_model_directly_still_works(tmp_path: Path) -> None:
-    """The long form the README also shows: Model(TrainOneStepWithGradNorm(WithLossCell(...), optimizer))."""
-    net = Net()
-    expected = _expected_norms(net, 2)
-    cell = TrainOneStepWithGradNorm(nn.WithLossCell(net, ce()), nn.SGD(net.trainable_params(), 0.0))
-    Model(cell).train(1, dataset(2), callbacks=[LiveMonitor(tmp_path, log_interval=1)], dataset_sink_mode=False)
-    assert [r["grad_norm"] for r in train_records(tmp_path / "metrics.jsonl")] == pytest.approx(expected, rel=1e-5)
 
 
 def test_the_chart_note_tells_a_default_model_user_the_one_line(tmp_path: Path) -> None:
