@@ -104,7 +104,7 @@ def build_table(
     logged = {m for s in stats for m in s.metrics}
     metrics = list(options.metrics) if options.metrics is not None else key_metrics(logged)
     metric_columns = [f"{m}.{stat}" for m in metrics for stat in options.stats]
-    keys = config_keys([s.config for s in stats], options.all_config)
+    keys = config_keys([s.config_text for s in stats], options.all_config)
     taken = set(BASE_COLUMNS) | set(metric_columns)
     config_columns = {key: (f"config.{key}" if key in taken else key) for key in keys}
     records, rows, texts = [], [], []
@@ -132,17 +132,13 @@ def _frame(records: list[dict[str, Any]], columns: list[str], inferred: set[str]
     return pd.DataFrame(data, columns=columns)
 
 
-def config_keys(configs: Sequence[Mapping[str, Any]], all_keys: bool = False) -> list[str]:
-    """Sorted config keys; only those whose values differ between the runs (a missing key differs)."""
-    keys = sorted({k for c in configs for k in c})
+def config_keys(texts: Sequence[Mapping[str, str]], all_keys: bool = False) -> list[str]:
+    """Sorted config keys; only those whose shown values (``RunStats.config_text``) differ between the
+    runs (a missing key differs)."""
+    keys = sorted({k for t in texts for k in t})
     if all_keys:
         return keys
-    out = []
-    for key in keys:
-        shown = {show_value(config[key]) if key in config else MISSING for config in configs}
-        if len(shown) > 1:
-            out.append(key)
-    return out
+    return [key for key in keys if len({t.get(key, MISSING) for t in texts}) > 1]
 
 
 def _base_row(info: Any, run: RunStats, now: float) -> dict[str, Any]:
@@ -180,7 +176,7 @@ def _expression_row(record: Mapping[str, Any], config: Mapping[str, Any]) -> dic
 
 def _search_text(info: Any, run: RunStats, config_columns: Mapping[str, str]) -> str:
     parts = [str(info.id), str(info.name or ""), str(info.status), str(info.reason or "")]
-    parts += [show_value(run.config[k]) for k in config_columns if k in run.config]
+    parts += [run.config_text[k] for k in config_columns if k in run.config_text]
     return " ".join(parts).lower()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.series import float_values, logged_rows
-from monitor_cb.compare.configdiff import run_config
+from monitor_cb.compare.configdiff import run_config, show_value
 from monitor_cb.compare.summary import lower_is_better
 
 TRAIN_METRICS = ("loss",)
@@ -60,6 +61,7 @@ class RunStats:
     t_first: float | None = None  # first and last record time (Unix s)
     t_last: float | None = None
     config: Mapping[str, Any] = field(default_factory=dict)  # flattened config + meta.* keys
+    config_text: Mapping[str, str] = field(default_factory=dict)  # the same, as shown (compared across runs)
 
 
 def key_metrics(columns: Iterable[str]) -> list[str]:
@@ -115,7 +117,18 @@ def run_stats(
         t = t[np.isfinite(t)]
         if t.size:
             t_first, t_last = float(t.min()), float(t.max())
-    return RunStats(metrics, t_first, t_last, run_config(meta))
+    return config_stats(meta, metrics, t_first, t_last)
+
+
+def config_stats(
+    meta: Mapping[str, Any] | None,
+    metrics: Mapping[str, MetricStats] | None = None,
+    t_first: float | None = None,
+    t_last: float | None = None,
+) -> RunStats:
+    """RunStats with the run's flattened config and its shown text (computed once per run, not per table)."""
+    config = run_config(meta)
+    return RunStats(metrics or {}, t_first, t_last, config, {k: show_value(v) for k, v in config.items()})
 
 
 # (frame, logged masks) of a run id; None when the run vanished
@@ -168,11 +181,40 @@ class StatsCache:
         if hit is not None and hit[0] == key:
             return hit[1]
         loaded = self._load(info)
-        stats = RunStats(config=run_config(info.meta)) if loaded is None else run_stats(*loaded, meta=info.meta)
+        stats = config_stats(info.meta) if loaded is None else run_stats(*loaded, meta=info.meta)
         with self._lock:
             self._entries[info.id] = (key, stats)
             self.computed += 1
         return stats
+
+    def fill(self, infos: Iterable[Any], budget_s: float, clock: Callable[[], float] = time.perf_counter) -> int:
+        """Compute the stats of runs whose state changed, in the given order, until ``budget_s`` is spent.
+
+        Lets a page show a thousand new runs within its time budget: what is not computed yet shows
+        with :meth:`cached`'s older (or config-only) stats, and the next refresh continues.
+
+        Returns:
+            How many runs are still out of date.
+        """
+        deadline = clock() + budget_s
+        stale = [info for info in infos if not self.is_fresh(info)]
+        for done, info in enumerate(stale):
+            if clock() >= deadline:
+                return len(stale) - done
+            self.get(info)
+        return 0
+
+    def is_fresh(self, info: Any) -> bool:
+        """Whether the cached stats of ``info``'s run match its current state."""
+        with self._lock:
+            hit = self._entries.get(info.id)
+        return hit is not None and hit[0] == state_key(info)
+
+    def cached(self, info: Any) -> RunStats:
+        """The last stats computed for the run, current or not; config-only stats when there are none yet."""
+        with self._lock:
+            hit = self._entries.get(info.id)
+        return hit[1] if hit is not None else config_stats(info.meta)
 
     def prune(self, keep: Iterable[str]) -> None:
         """Forget runs no longer listed."""

@@ -24,7 +24,7 @@ from monitor_cb.compare.runs_table import (
     groups,
     sort_table,
 )
-from monitor_cb.compare.runstats import StatsCache, store_loader
+from monitor_cb.compare.runstats import StatsCache, config_stats, store_loader
 from monitor_cb.ingest import RunStore
 from tests.compare.runs_helpers import write_sweep_run
 
@@ -84,6 +84,7 @@ def test_config_columns_are_the_keys_that_differ(sweep: RunStore) -> None:
 
 def test_config_keys_rule() -> None:
     configs = [{"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 2], "c": None}, {"a": 1.0, "b": [1, 2]}]
+    configs = [config_stats({"config": c}).config_text for c in configs]
     assert config_keys(configs) == ["a", "c"]  # 1 and 1.0 are shown differently; c is missing in two
     assert config_keys(configs[:1]) == [] and config_keys(configs[:1], all_keys=True) == ["a", "b"]
 

@@ -97,3 +97,19 @@ def test_a_vanished_run_gives_empty_stats(tmp_path: Path) -> None:
     cache = StatsCache(lambda info: None)
     stats = cache.get(info)
     assert stats.metrics == {} and stats.config["lr"] == 1e-3
+
+
+def test_fill_spends_a_time_budget_and_the_rest_waits(tmp_path: Path) -> None:
+    for i in range(5):
+        write_sweep_run(tmp_path, f"r{i}", lr=1e-3, seed=i, steps=10)
+    store = RunStore(tmp_path)
+    infos = sorted(store.list_runs(), key=lambda i: i.id)
+    cache = StatsCache(store_loader(store))
+    ticks = iter(range(100))
+    left = cache.fill(infos, budget_s=3, clock=lambda: float(next(ticks)))  # ticks 1 and 2 fit, 3 does not
+    assert left == 3 and cache.computed == 2
+    assert cache.is_fresh(infos[0]) and not cache.is_fresh(infos[4])
+    assert cache.cached(infos[4]).metrics == {} and cache.cached(infos[4]).config["seed"] == 4  # config already
+    assert cache.cached(infos[0]).metrics["loss"].count == 10
+    assert cache.fill(infos, budget_s=60) == 0 and cache.computed == 5
+    assert cache.fill(infos, budget_s=0) == 0  # nothing stale: nothing to do
