@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("monitor_cb.notify.watch_command", "watch every run under a log root and send alerts (no browser)"),
     "import-tb": ("monitor_cb.importers.import_tb", "convert TensorBoard event files (MindFormers) into our format"),
     "diagnose": ("monitor_cb.diagnosis.command", "find training failures in a run; exit 1 on an error finding"),
+    "sync": ("monitor_cb.storage.sync_command", "ship a local run to object storage (S3, OBS, MinIO) as it grows"),
 }
 
 

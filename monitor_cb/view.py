@@ -59,7 +59,8 @@ def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
 
     ``$MONITOR_CB_LOGDIR`` (the reading side's variable) is honoured when ``$MONITOR_LOGDIR`` is unset.
 
-    Returns an absolute, resolved path; it need not exist yet.
+    Returns an absolute, resolved path; it need not exist yet. An object-store URL
+    (``s3://bucket/prefix``) is returned as a string, without any credentials it carried.
     """
     value: str | None = None
     for i, arg in enumerate(argv):
@@ -69,7 +70,11 @@ def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
             value = arg.split("=", 1)[1]
     if not value:
         value = env.get(ENV_LOGDIR) or env.get(ENV_LOGDIR_ALT) or DEFAULT_LOGDIR
-    path = Path(value).expanduser()
+    from monitor_cb.storage.urls import clean_url, is_url, local_path
+
+    if is_url(value):
+        return clean_url(value)  # type: ignore[return-value]
+    path = Path(local_path(value)).expanduser()
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
     return path.resolve()

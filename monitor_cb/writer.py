@@ -104,6 +104,10 @@ class MetricsWriter:
         queue_size: records held while the disk is slow; beyond it records are dropped.
         fsync_interval: seconds between ``fsync`` calls (0 disables).
         extra_meta: further metadata fields (versions, command line overrides, ...).
+        upload: also ship this rank's files to object storage, ``"s3://bucket/prefix/exp001"``
+            or :class:`monitor_cb.storage.shipper.UploadOptions`: closed chunks from a background
+            thread, the local files stay complete (docs/DEPLOYMENT.md). Checked here; a slow or
+            lost network later only delays the upload.
 
     Example:
         >>> writer = MetricsWriter("logs/exp002", config={"lr": 1e-3})
@@ -123,6 +127,7 @@ class MetricsWriter:
         queue_size: int = 10_000,
         fsync_interval: float = 2.0,
         extra_meta: Mapping[str, Any] | None = None,
+        upload: Any = None,
     ) -> None:
         if queue_size < 1:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
@@ -146,6 +151,7 @@ class MetricsWriter:
         self._torn = False
         self._meta = self._initial_meta(config, run_name, extra_meta)
         self.segment = self._meta["segment"]
+        self.shipper = _start_shipper(self.path, upload)
         self._thread = threading.Thread(target=self._run, name=f"monitor-writer-{self.rank}", daemon=True)
         self._thread.start()
 
@@ -213,6 +219,8 @@ class MetricsWriter:
         if self._thread.is_alive():
             self.dropped += sum(1 for item in list(self._pending) if item is not _STOP and item[0] == "rec")
             self._warn_once("hung", f"metrics writer for {self.path} did not finish in {timeout}s")
+        if self.shipper is not None:
+            self.shipper.close()  # bounded by its close_timeout_s; warns how to finish if the network is down
 
     def __enter__(self) -> MetricsWriter:
         return self
@@ -265,7 +273,7 @@ class MetricsWriter:
             "end_time": None,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "argv": list(sys.argv),
+            "argv": _safe_argv(sys.argv),
             "python": sys.version.split()[0],
             "rank": self.rank,
             "world_size": self.world_size,
@@ -372,6 +380,8 @@ class MetricsWriter:
                 written += more
             self._torn = False
             self.written += count
+            if self.shipper is not None:
+                self.shipper.notify(count)
         except OSError as exc:
             # Whatever reached the disk, the next write starts on a new line.
             landed = data[len(prefix) : written].count(b"\n") if written > len(prefix) else 0
@@ -402,6 +412,22 @@ class MetricsWriter:
                 os.close(self._fd)
             self._fd = None
         self._write_meta()
+
+
+def _start_shipper(path: Path, upload: Any) -> Any:
+    """The background uploader of this rank's files, or None (fsspec is imported only when asked)."""
+    if upload is None or upload is False:
+        return None
+    from monitor_cb.storage.shipper import Shipper, UploadOptions
+
+    return Shipper(path.parent, UploadOptions.coerce(upload), files=lambda: [path]).start()
+
+
+def _safe_argv(argv: list[str]) -> list[str]:
+    """The command line for the metadata, with URL credentials and the SDK's secret values masked."""
+    from monitor_cb.storage.urls import redact
+
+    return [redact(arg) for arg in argv]
 
 
 def _read_json(path: Path) -> dict[str, Any]:

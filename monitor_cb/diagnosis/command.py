@@ -15,11 +15,14 @@ EXIT_OK, EXIT_ERROR_FINDING, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from monitor_cb.ingest.commands_common import add_endpoint_argument
+
     parser.add_argument("run", metavar="RUN", help="run id under the root (e.g. bert/exp001) or a run directory")
     parser.add_argument(
         "--root", default=None, help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract for tools)")
+    add_endpoint_argument(parser)
     parser.add_argument(
         "--min-severity",
         choices=("info", "warning", "error"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -287,6 +288,9 @@ def rank_places(metas: Iterable[Mapping[str, Any]]) -> dict[int, str]:
 
 def read_rank_places(run_dir: str | Path) -> dict[int, str]:
     """:func:`rank_places` of the ``*.meta.json`` files directly in ``run_dir`` (unreadable ones skipped)."""
+    remote = sys.modules.get("monitor_cb.ingest.remote")  # loaded whenever a run on object storage was read
+    if remote is not None and isinstance(run_dir, remote.RemotePath):
+        return rank_places(remote.remote_metas(run_dir))
     metas = []
     for path in sorted(Path(run_dir).glob("*.meta.json")):
         try:

@@ -204,8 +204,10 @@ def settings_from_dict_lenient(data: Any) -> tuple[DiagnosisSettings, list[str]]
 
 
 def settings_path(root: str | os.PathLike[str]) -> Path:
-    """``<root>/.monitor/diagnosis.json``."""
-    return Path(root) / SETTINGS_DIR / SETTINGS_FILE
+    """``<root>/.monitor/diagnosis.json`` (for an object-store root, in its local state folder)."""
+    from monitor_cb.storage.urls import state_dir
+
+    return state_dir(root) / SETTINGS_DIR / SETTINGS_FILE
 
 
 def load_settings_checked(root: str | os.PathLike[str]) -> tuple[DiagnosisSettings, list[str]]:

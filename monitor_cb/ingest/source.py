@@ -85,6 +85,7 @@ class MetricsSource(TableSource):
         root: never read it if it resolves outside this directory.
         line_cap: longer lines are skipped as bad.
         bulk_min_bytes: chunks this large go through polars.
+        tail: what follows the file; default a :class:`FileTail` (a remote root passes its own).
     """
 
     def __init__(
@@ -94,10 +95,11 @@ class MetricsSource(TableSource):
         root: Path | None = None,
         line_cap: int = DEFAULT_LINE_CAP,
         bulk_min_bytes: int = BULK_MIN_BYTES,
+        tail: FileTail | None = None,
     ) -> None:
         super().__init__(rank)
         self.path = path
-        self.tail = FileTail(path, root, line_cap)
+        self.tail = tail if tail is not None else FileTail(path, root, line_cap)
         self.parser = ChunkParser(line_cap, bulk_min_bytes)
         self.meta_path = meta_path_for(path)
 

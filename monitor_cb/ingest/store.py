@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
 from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
 from monitor_cb.record import rank_from_filename
+from monitor_cb.storage.urls import is_url
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,8 +38,9 @@ _META_CAP = 1 << 20
 
 
 def default_root() -> Path:
-    """The log root: ``$MONITOR_LOGDIR``, else ``./logs``."""
-    return Path(os.environ.get(ENV_ROOT) or DEFAULT_ROOT)
+    """The log root: ``$MONITOR_LOGDIR``, else ``./logs`` (a URL there is returned as the string)."""
+    value = os.environ.get(ENV_ROOT) or DEFAULT_ROOT
+    return value if is_url(value) else Path(value)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class RunStore:
     """Discover runs under ``root`` and read them incrementally; thread-safe.
 
     Args:
-        root: log root; default :func:`default_root`.
+        root: log root; default :func:`default_root`. A URL (``s3://bucket/prefix``) or a
+            :class:`~monitor_cb.ingest.remote.RemoteRoot` reads runs on object storage.
         policy: thresholds for stalled / crashed.
         rescan_interval_s: directories are listed again at most this often.
         max_depth: how deep runs may be nested under the root.
@@ -94,7 +98,9 @@ class RunStore:
         bulk_min_bytes: int = BULK_MIN_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.root = Path(root) if root is not None else default_root()
+        root = root if root is not None else default_root()
+        self._remote = _remote_root(root)  # None for a local directory: the code below as it always was
+        self.root = self._remote.path if self._remote is not None else Path(root)
         self.policy = policy or StatusPolicy()
         self.rescan_interval_s = rescan_interval_s
         self.max_depth = max_depth
@@ -115,7 +121,10 @@ class RunStore:
             if not force and now - self._scanned_at < self.rescan_interval_s:
                 return
             self._scanned_at = now
-            found = discover_runs(self.root, self.max_depth)
+            if self._remote is not None:
+                found = self._remote.discover(self.max_depth)
+            else:
+                found = discover_runs(self.root, self.max_depth)
             runs: dict[str, _Run] = {}
             for run_id, run_dir in found.items():
                 run = self._runs.get(run_id) or _Run(run_dir)
@@ -131,7 +140,8 @@ class RunStore:
 
     def _source(self, path: Path) -> MetricsSource:
         rank = rank_from_filename(path)
-        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes)
+        tail = self._remote.tail(path, self.line_cap) if self._remote is not None else None
+        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail)
 
     def _run(self, run_id: str) -> _Run:
         self.refresh()
@@ -194,7 +204,7 @@ class RunStore:
         lasts = [s.table.last_step for s in sources if s.table.n]
         return RunInfo(
             id=run.dir.id,
-            name=str(meta.get("name") or (run.dir.path.name if run.dir.id != "." else self.root.resolve().name)),
+            name=str(meta.get("name") or (run.dir.path.name if run.dir.id != "." else self._root_name())),
             path=run.dir.path,
             ranks=tuple(sorted({s.table.rank for s in sources})),
             n_records=sum(s.table.n for s in sources),
@@ -207,7 +217,12 @@ class RunStore:
             bad_lines=sum(s.bad_count for s in sources),
         )
 
+    def _root_name(self) -> str:
+        return self.root.name if self._remote is not None else self.root.resolve().name
+
     def _read_meta(self, path: Path) -> dict[str, Any]:
+        if self._remote is not None:
+            return self._remote.read_meta(path)  # type: ignore[arg-type]
         try:
             st = os.stat(path)
             key: tuple[int, int] | None = (st.st_mtime_ns, st.st_ino)
@@ -282,6 +297,16 @@ class RunStore:
                 hit = _Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order)
                 run.merged = {key: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
+
+
+def _remote_root(root: Any) -> Any:
+    """A :class:`~monitor_cb.ingest.remote.RemoteRoot` for a URL (or one given), else None."""
+    if is_url(root):
+        from monitor_cb.ingest.remote import RemoteRoot
+
+        return RemoteRoot(root)
+    module = sys.modules.get("monitor_cb.ingest.remote")  # a RemoteRoot given: its module is loaded
+    return root if module is not None and isinstance(root, module.RemoteRoot) else None
 
 
 @dataclass(frozen=True)

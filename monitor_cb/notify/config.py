@@ -150,8 +150,10 @@ def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, st
     if env.get(ENV_CONFIG):
         return Path(env[ENV_CONFIG])
     if root is not None:
+        from monitor_cb.storage.urls import state_dir
+
         for name in ("notify.toml", "notify.json"):
-            candidate = Path(root) / ".monitor" / name
+            candidate = state_dir(root) / ".monitor" / name
             if candidate.is_file():
                 return candidate
     return None

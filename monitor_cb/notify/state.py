@@ -75,7 +75,9 @@ class WatchState:
 
     @staticmethod
     def default_path(root: str | os.PathLike[str]) -> Path:
-        return Path(root) / STATE_DIR / STATE_FILE
+        from monitor_cb.storage.urls import state_dir
+
+        return state_dir(root) / STATE_DIR / STATE_FILE
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatchState:

@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--test", action="store_true", help="send one test notification to every channel, print the results, exit"
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
+    from monitor_cb.ingest.commands_common import add_endpoint_argument
+
+    add_endpoint_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    root = Path(args.logroot) if args.logroot else _default_root()
+    from monitor_cb.ingest.commands_common import apply_endpoint
+    from monitor_cb.storage.urls import clean_url, is_url
+
+    apply_endpoint(args)
+    root = args.logroot or str(_default_root())
+    root = clean_url(root) if is_url(root) else Path(root)
     config_path = args.config or find_config(root)
     try:
         config = load_config(config_path)
@@ -94,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("monitor_cb.notify").warning(
             "no channels configured (--config FILE, $%s, --exec or --webhook): alerts are only logged", ENV_CONFIG
         )
-    if not root.is_dir():
+    if not is_url(root) and not root.is_dir():
         print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_LOGDIR", file=sys.stderr)
         return 2
     from monitor_cb.notify.watcher import Watcher
@@ -115,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_root() -> Path:
-    return Path(os.environ.get("MONITOR_LOGDIR") or "logs")
+def _default_root() -> str:
+    return os.environ.get("MONITOR_LOGDIR") or "logs"
 
 
 def _close_timeout(config: object) -> float:

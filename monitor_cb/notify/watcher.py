@@ -86,7 +86,9 @@ class Watcher:
         link: Callable[[str], str | None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.root = Path(root)
+        from monitor_cb.storage.urls import is_url
+
+        self.root = root if is_url(root) else Path(root)  # type: ignore[assignment]
         self.notifier = notifier
         if store is None:
             from monitor_cb.ingest import RunStore
