@@ -399,6 +399,8 @@ class MetricsWriter:
         try:
             tmp.write_bytes(json.dumps(self._meta, indent=1, allow_nan=False).encode())
             os.replace(tmp, self.meta_path)
+            if self.shipper is not None:
+                self.shipper.poke()
         except (OSError, ValueError) as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()

@@ -159,6 +159,11 @@ class Shipper:
         if self._waiting >= self.options.max_records:
             self._wake.set()
 
+    def poke(self) -> None:
+        """Metadata changed (start, status): ship at once rather than at the next interval."""
+        self._flush_asked = True
+        self._wake.set()
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Ship everything now; True when nothing is left to ship within ``timeout``."""
         if self._thread is None:
