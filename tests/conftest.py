@@ -8,3 +8,6 @@ protobuf first, so the whole suite uses the pure-Python backend, as a MindSpore 
 import os
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+
+# Fixtures for the object-storage tests (a moto S3 server on 127.0.0.1): moto_server, s3_env.
+pytest_plugins = ["tests.objectstore"]
