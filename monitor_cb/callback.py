@@ -83,6 +83,11 @@ class LiveMonitor(Callback):
         notify: channel settings (a ``notify.toml`` path or a ``NotifyConfig``, see
             ``docs/NOTIFICATIONS.md``): rank 0 sends the guard's stop decision from a background
             thread. Checked here, before training starts.
+        upload: also ship every rank's files to object storage for a dashboard elsewhere
+            (``"s3://bucket/prefix/exp001"``, or a :class:`monitor_cb.storage.shipper.UploadOptions`):
+            closed chunks every few seconds from a background thread; the local files stay
+            complete; credentials from the SDK's environment or config files
+            (``docs/DEPLOYMENT.md``). Checked here, before training starts.
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class LiveMonitor(Callback):
         log_memory: bool = True,
         telemetry_interval: float | None = 1.0,
         notify: Any = None,
+        upload: Any = None,
     ) -> None:
         super().__init__()
         if log_dir is None and log_file is None:
@@ -128,6 +134,7 @@ class LiveMonitor(Callback):
             raise ValueError(f"telemetry_interval must be >= 0 seconds or None, got {telemetry_interval!r}")
         self.telemetry_interval = telemetry_interval or None
         self.notify_config = _load_notify_config(notify)
+        self.upload = _check_upload(upload)
         self._sampler: Any = None
         self._notifier: Any = None
         self._last_logged_step: int | None = None
@@ -190,6 +197,7 @@ class LiveMonitor(Callback):
             config=self.config,
             run_name=self.run_name,
             extra_meta=self._run_meta(cb, network, device_id),
+            upload=self.upload,
         )
         self._start_telemetry()
         if self.notify_config is not None and rank == 0:
@@ -350,6 +358,18 @@ def _load_notify_config(notify: Any) -> Any:
     from monitor_cb.notify.config import NotifyConfig, load_config
 
     return notify if isinstance(notify, NotifyConfig) else load_config(notify)
+
+
+def _check_upload(upload: Any) -> Any:
+    """None, or upload options whose URL parses and whose store can be opened (no network needed)."""
+    if upload is None:
+        return None
+    from monitor_cb.storage.objects import ObjectStore
+    from monitor_cb.storage.shipper import UploadOptions
+
+    options = UploadOptions.coerce(upload)
+    ObjectStore.open(options.url, options.endpoint_url, options.storage_options)  # a missing s3fs fails here
+    return options
 
 
 def _steps_per_epoch(cb: Any) -> int | None:
