@@ -80,6 +80,24 @@ def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
     return path.resolve()
 
 
+def apply_endpoint_arg(argv: Sequence[str], env: Any) -> None:
+    """``--endpoint-url URL`` (after ``--`` in ``streamlit run``) becomes ``$MONITOR_ENDPOINT_URL`` for this process."""
+    from monitor_cb.storage.urls import ENV_ENDPOINT
+
+    for i, arg in enumerate(argv):
+        if arg == "--endpoint-url" and i + 1 < len(argv):
+            env[ENV_ENDPOINT] = argv[i + 1]
+        elif arg.startswith("--endpoint-url="):
+            env[ENV_ENDPOINT] = arg.split("=", 1)[1]
+
+
+def redact(text: object) -> str:
+    """Text for the page with credentials removed (URL user info, the SDK's secret values)."""
+    from monitor_cb.storage.urls import redact as _redact
+
+    return _redact(text)
+
+
 def inside_root(root: Path, path: Path) -> bool:
     """Whether ``path`` resolves to ``root`` or below it (no escape through ``..`` or symlinks)."""
     try:

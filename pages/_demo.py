@@ -135,6 +135,9 @@ def write_samples(root: Path) -> list[Path]:
 def show_empty_root(root: Path, store: Any) -> None:
     """The page for a root without runs: offer the demo and the samples; wait for the first run."""
     st.title("Training monitor")
+    if getattr(store, "remote", None) is not None:
+        show_empty_bucket(root, store)
+        return
     st.info(
         f"No runs under `{view.escape_code(str(root))}` yet. Point the dashboard at your runs with "
         "`streamlit run dashboard.py -- --logdir PATH` (or `MONITOR_LOGDIR`), add `LiveMonitor` to "
@@ -162,6 +165,22 @@ def show_empty_root(root: Path, store: Any) -> None:
             st.rerun()
     if state is not None:
         _wait_for_first_run(root, store, state)
+
+
+def show_empty_bucket(root: Any, store: Any) -> None:
+    """A log root on object storage without runs: how to ship one there; wait for the first run."""
+    st.info(
+        f"No runs under `{view.escape_code(str(root))}` yet. Ship runs there from the training nodes with "
+        '`LiveMonitor(..., upload="s3://bucket/prefix/RUN")` or `python -m monitor_cb sync LOCAL_RUN URL` '
+        "(docs/DEPLOYMENT.md); they appear here as their first chunks arrive."
+    )
+
+    @st.fragment(run_every=2.0)
+    def poll() -> None:
+        if list(store.list_runs()):
+            st.rerun(scope="app")
+
+    poll()
 
 
 def _wait_for_first_run(root: Path, store: Any, state: DemoState) -> None:

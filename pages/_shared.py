@@ -31,26 +31,43 @@ class Selection:
 
 
 def log_root() -> Path:
-    """``--logdir`` after ``--`` on the ``streamlit run`` line, else ``$MONITOR_LOGDIR``, else ``./logs``."""
+    """``--logdir`` after ``--`` on the ``streamlit run`` line, else ``$MONITOR_LOGDIR``, else ``./logs``.
+
+    A URL (``s3://bucket/prefix``) comes back as a string without credentials; ``--endpoint-url URL``
+    on the same line sets the S3 endpoint (MinIO, Ceph, Huawei OBS).
+    """
+    view.apply_endpoint_arg(sys.argv[1:], os.environ)
     return view.resolve_logdir(sys.argv[1:], os.environ)
 
 
 @st.cache_resource(show_spinner=False)
-def get_store(root: str) -> Any:
-    """One RunStore per log root and server process; it polls files incrementally and is thread-safe."""
+def _store(root: str) -> Any:
     from monitor_cb.ingest import RunStore
 
     return RunStore(root)
 
 
+def get_store(root: str) -> Any:
+    """One RunStore per log root and server process; it polls files incrementally and is thread-safe."""
+    try:
+        return _store(root)
+    except (ValueError, OSError) as exc:  # an object-store URL whose package is missing, a malformed URL
+        st.error(f"Cannot open the log root: {md(view.redact(exc))}")
+        st.stop()
+    return None  # pragma: no cover - st.stop() raises
+
+
 def list_runs(store: Any) -> list[Any]:
     """All runs under the root, newest first; a broken root becomes an error message, not a traceback."""
     try:
-        return list(store.list_runs())
+        runs = list(store.list_runs())
     except OSError as exc:
-        st.error(f"Cannot read the log root: {md(str(exc))}")
+        st.error(f"Cannot read the log root: {md(view.redact(exc))}")
         st.stop()
-    return []  # pragma: no cover - st.stop() raises
+    remote = getattr(store, "remote", None)
+    if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
+        st.sidebar.warning(f"Object store unreachable: {md(view.redact(remote.last_error))}", icon="📡")
+    return runs
 
 
 def md(text: Any) -> str:

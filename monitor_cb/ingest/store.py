@@ -99,8 +99,8 @@ class RunStore:
         clock: Callable[[], float] = time.time,
     ) -> None:
         root = root if root is not None else default_root()
-        self._remote = _remote_root(root)  # None for a local directory: the code below as it always was
-        self.root = self._remote.path if self._remote is not None else Path(root)
+        self.remote = _remote_root(root)  # the RemoteRoot of a URL root; None for a local directory
+        self.root = self.remote.path if self.remote is not None else Path(root)
         self.policy = policy or StatusPolicy()
         self.rescan_interval_s = rescan_interval_s
         self.max_depth = max_depth
@@ -121,8 +121,8 @@ class RunStore:
             if not force and now - self._scanned_at < self.rescan_interval_s:
                 return
             self._scanned_at = now
-            if self._remote is not None:
-                found = self._remote.discover(self.max_depth)
+            if self.remote is not None:
+                found = self.remote.discover(self.max_depth)
             else:
                 found = discover_runs(self.root, self.max_depth)
             runs: dict[str, _Run] = {}
@@ -140,7 +140,7 @@ class RunStore:
 
     def _source(self, path: Path) -> MetricsSource:
         rank = rank_from_filename(path)
-        tail = self._remote.tail(path, self.line_cap) if self._remote is not None else None
+        tail = self.remote.tail(path, self.line_cap) if self.remote is not None else None
         return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail)
 
     def _run(self, run_id: str) -> _Run:
@@ -218,11 +218,11 @@ class RunStore:
         )
 
     def _root_name(self) -> str:
-        return self.root.name if self._remote is not None else self.root.resolve().name
+        return self.root.name if self.remote is not None else self.root.resolve().name
 
     def _read_meta(self, path: Path) -> dict[str, Any]:
-        if self._remote is not None:
-            return self._remote.read_meta(path)  # type: ignore[arg-type]
+        if self.remote is not None:
+            return self.remote.read_meta(path)  # type: ignore[arg-type]
         try:
             st = os.stat(path)
             key: tuple[int, int] | None = (st.st_mtime_ns, st.st_ino)

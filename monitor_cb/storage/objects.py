@@ -11,6 +11,7 @@ network.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from monitor_cb.storage.urls import RemoteURL, StorageError, parse_url, redact, 
 # Short timeouts and a single SDK attempt: our callers retry, and a poll must never hang a page.
 _S3_CONFIG = {"connect_timeout": 3, "read_timeout": 10, "retries": {"total_max_attempts": 1}}
 LIST_PAGE = 1000
+_FILESYSTEMS: dict[str, Any] = {}  # one file system per protocol and options, shared by this process's stores
+_FS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class ObjectStore:
         if remote.protocol in ("s3", "s3a"):
             opts = _s3_defaults(opts)
         try:
-            fs = fsspec.filesystem(remote.protocol, skip_instance_cache=True, **opts)
+            fs = _filesystem(fsspec, remote.protocol, opts)
         except ImportError as exc:
             raise ValueError(
                 f"{remote.protocol}:// needs its fsspec package ({redact(exc, secrets)}); "
@@ -86,8 +89,6 @@ class ObjectStore:
             ) from None
         except ValueError as exc:
             raise ValueError(f"{remote}: {redact(exc, secrets)}") from None
-        if remote.protocol in ("s3", "s3a"):
-            fs.retries = 1  # s3fs's own retry loop (up to minutes when the network is down): off
         return cls(fs, remote.protocol, secrets), remote
 
     # ------------------------------------------------------------------ reading
@@ -205,6 +206,20 @@ class ObjectStore:
             kwargs.pop("StartAfter", None)
         entries.sort(key=lambda e: e.path)
         return entries
+
+
+def _filesystem(fsspec: Any, protocol: str, options: dict[str, Any]) -> Any:
+    """fsspec's file system for these options, created once (fsspec's own instance cache is bypassed:
+    the instances here carry our retry setting, and nobody else's)."""
+    key = protocol + json.dumps(options, sort_keys=True, default=repr)
+    with _FS_LOCK:
+        fs = _FILESYSTEMS.get(key)
+        if fs is None:
+            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+            if protocol in ("s3", "s3a"):
+                fs.retries = 1  # s3fs's own retry loop (minutes when the network is down): off, callers retry
+            _FILESYSTEMS[key] = fs
+        return fs
 
 
 def _s3_defaults(options: Mapping[str, Any]) -> dict[str, Any]:

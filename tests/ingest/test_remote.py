@@ -79,7 +79,7 @@ def test_live_reads_only_new_chunks_and_counts_requests(s3_env: S3Env, tmp_path:
     writer = write(run, 0, 1, range(1, 50), close=False)
     shipper = ship(run, s3_env.url("root", "exp1"))
     store = remote_store(s3_env.url("root"))
-    root = store._remote
+    root = store.remote
     assert store.list_runs()[0].n_records == 49
     before = root.requests
     assert store.list_runs()[0].n_records == 49
@@ -104,7 +104,7 @@ def test_polls_are_spaced_by_the_read_options(s3_env: S3Env, tmp_path: Path) -> 
     now = [0.0]
     store = RunStore(RemoteRoot(s3_env.url("root"), clock=lambda: now[0]), rescan_interval_s=1e9)
     store.list_runs()
-    root = store._remote
+    root = store.remote
     before = root.requests
     for _ in range(5):
         store.list_runs()
@@ -204,7 +204,7 @@ def test_lost_network_keeps_what_was_read_and_recovers(s3_env: S3Env, tmp_path: 
         proxy.cut()
         runs = store.list_runs()  # no exception: the last listing stands
         assert runs[0].n_records == 19
-        error = store._remote.last_error
+        error = store.remote.last_error
         assert error and s3_env.bucket in error and SECRET not in error
         for step in range(20, 30):
             writer.log_at(1.7e9 + step, step=step, loss=0.1)
