@@ -18,12 +18,18 @@ and from the median hook time of logged and other steps the overhead it implies.
 
 Goal: overhead <= 1% at log_interval 10.
 
-    .venv/bin/python bench/bench_callback.py [--window 20] [--rounds 80]
+``--upload`` adds a fourth arm, ``interval_10_upload``: ``LiveMonitor(log_interval=10,
+upload="s3://...")`` shipping to a moto S3 server in its own process on 127.0.0.1 (2 s ship
+interval, the default), so the shipper's thread and its HTTP requests run inside the training process
+as in real use (the server's CPU is not, but shares the machine's two cores).
+
+    .venv/bin/python bench/bench_callback.py [--window 20] [--rounds 80] [--upload]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -41,7 +47,7 @@ from mindspore.train import Callback
 from monitor_cb.callback import LiveMonitor
 from monitor_cb.demo_model import DemoConfig, FaultPlan, build_model
 
-ARMS = ("baseline", "interval_1", "interval_10")
+ARMS: tuple[str, ...] = ("baseline", "interval_1", "interval_10")
 
 
 class Switch(Callback):
@@ -111,8 +117,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=20, help="steps per window (default 20)")
     parser.add_argument("--rounds", type=int, default=80, help="rounds of the three arms (default 80)")
+    parser.add_argument("--upload", action="store_true", help="add the arm that also ships to a moto S3 server")
     args = parser.parse_args()
+    global ARMS
+    if args.upload:
+        ARMS = (*ARMS, "interval_10_upload")
+    with contextlib.ExitStack() as stack:
+        upload = None
+        if args.upload:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            from bench.bench_object_store import moto_process
+            from tests.objectstore import make_bucket
 
+            endpoint = stack.enter_context(moto_process(tmp))
+            make_bucket(endpoint, "bench")
+            upload = "s3://bench/callback"
+        run_arms(args, upload)
+    return 0
+
+
+def run_arms(args: argparse.Namespace, upload: str | None) -> None:
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     warmup = 6  # windows: graph compilation and the first lr evaluation
     steps = args.window * len(ARMS) * (args.rounds + warmup // len(ARMS) + 1)
@@ -124,10 +148,26 @@ def main() -> int:
             "interval_1": LiveMonitor(Path(tmp) / "interval_1", log_interval=1),
             "interval_10": LiveMonitor(Path(tmp) / "interval_10", log_interval=10),
         }
+        if upload:
+            monitors["interval_10_upload"] = LiveMonitor(Path(tmp) / "upload", log_interval=10, upload=upload)
         switch = Switch(monitors, args.window)
         model.train(1, data, callbacks=[switch], dataset_sink_mode=False)
+        shipped = upload_summary(Path(tmp) / "upload", upload) if upload else None
     report(switch, window_means(switch, warmup), cfg, args)
-    return 0
+    if shipped:
+        print(f"upload arm: {shipped}")
+
+
+def upload_summary(local: Path, url: str) -> str:
+    """Whether the bucket holds exactly the upload arm's local file."""
+    from monitor_cb.storage.objects import ObjectStore
+
+    store, remote = ObjectStore.open(url)
+    chunks = store.list_prefix(f"{remote.path}/metrics.jsonl.chunks/")
+    data = b"".join(store.read(e.path) for e in chunks)
+    local_bytes = (local / "metrics.jsonl").read_bytes()
+    same = "identical to" if data == local_bytes else "DIFFERENT from"
+    return f"{len(chunks)} chunks, {len(data):,} bytes in the bucket, {same} the local file"
 
 
 def report(switch: Switch, means: dict[str, list[float]], cfg: Any, args: argparse.Namespace) -> None:

@@ -230,8 +230,7 @@ class RemoteRoot:
 
     def meta_final(self, path: RemotePath) -> bool:
         """Whether the metadata object ``path`` (as last read) says the stream ended."""
-        cached = self._metas.get(path.key)
-        return cached is not None and cached[1].get("status") in FINAL
+        return self.read_meta(path).get("status") in FINAL  # read once per ETag: the store reads it anyway
 
     def read_meta(self, path: RemotePath) -> dict[str, Any]:
         """The metadata object as a dict ({} when absent or unreadable); the same object while unchanged."""

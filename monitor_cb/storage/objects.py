@@ -218,8 +218,38 @@ def _filesystem(fsspec: Any, protocol: str, options: dict[str, Any]) -> Any:
             fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
             if protocol in ("s3", "s3a"):
                 fs.retries = 1  # s3fs's own retry loop (minutes when the network is down): off, callers retry
+            _quiet_connection_errors(getattr(fs, "loop", None))
             _FILESYSTEMS[key] = fs
         return fs
+
+
+def _quiet_connection_errors(loop: Any) -> None:
+    """Keep asyncio's "Task exception was never retrieved" tracebacks of dropped connections out of the
+    training log: the failed call itself already raised, was counted and warned about once."""
+    if loop is None or getattr(loop, "_monitor_cb_quiet", False):
+        return
+    default = loop.get_exception_handler()
+
+    def handler(event_loop: Any, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), (ConnectionError, TimeoutError, OSError)) or _client_error(
+            context.get("exception")
+        ):
+            return
+        if default is not None:
+            default(event_loop, context)
+        else:
+            event_loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    loop._monitor_cb_quiet = True
+
+
+def _client_error(exc: object) -> bool:
+    try:
+        from aiohttp import ClientError
+    except ImportError:  # pragma: no cover - aiohttp comes with s3fs
+        return False
+    return isinstance(exc, ClientError)
 
 
 def _s3_defaults(options: Mapping[str, Any]) -> dict[str, Any]:
