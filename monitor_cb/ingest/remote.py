@@ -60,15 +60,16 @@ class RemoteReadOptions:
     Args:
         poll_interval_s: a metrics file is listed at most this often while it grows.
         idle_poll_s: ...and this often once nothing came for a minute.
-        final_poll_s: ...and this often once its metadata says finished, failed or stopped.
+        final_poll_s: ...and at most this often once its metadata says finished, failed or stopped
+            (a resumed run, a deleted one), within the per-rescan budget below.
         active_relist_s: a running run's directory is listed again this often (new ranks).
         idle_relist_s: a finished run's directory is listed again this often (deleted, resumed)...
-        idle_relists_per_scan: ...at most this many per rescan.
+        idle_relists_per_scan: ...at most this many directories, and this many finished files, per rescan.
     """
 
     poll_interval_s: float = 1.0
     idle_poll_s: float = 5.0
-    final_poll_s: float = 60.0
+    final_poll_s: float = 120.0
     active_relist_s: float = 10.0
     idle_relist_s: float = 300.0
     idle_relists_per_scan: int = 10
@@ -118,6 +119,7 @@ class RemoteRoot:
         self._listings: dict[str, _Listing] = {}
         self._objects: dict[str, Entry] = {}  # latest listed state of metadata objects, by key
         self._by_dir: dict[str, set[str]] = {}  # directory key -> its metadata keys
+        self._final_budget = 0
         self._metas: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (etag read, parsed)
 
     def __str__(self) -> str:
@@ -136,6 +138,7 @@ class RemoteRoot:
         """
         runs: dict[str, RunDir] = {}
         budget = [self.read.idle_relists_per_scan]
+        self._final_budget = self.read.idle_relists_per_scan  # finished files re-checked until the next rescan
         stack: list[tuple[str, tuple[str, ...]]] = [(self.path.key, ())]
         while stack:
             key, parts = stack.pop()
@@ -227,6 +230,15 @@ class RemoteRoot:
         with self._lock:
             self._objects.pop(key, None)
             self._by_dir.get(key.rsplit("/", 1)[0], set()).discard(key)
+
+    def spend_final_check(self) -> bool:
+        """Whether a finished file may be listed again now (a few per rescan, so 1,000 finished runs
+        cost a handful of requests per refresh rather than a thousand a minute)."""
+        with self._lock:
+            if self._final_budget <= 0:
+                return False
+            self._final_budget -= 1
+            return True
 
     def meta_final(self, path: RemotePath) -> bool:
         """Whether the metadata object ``path`` (as last read) says the stream ended."""

@@ -60,6 +60,7 @@ class RemoteTail:
         self._last_change = float("-inf")
         self._waiting = 0  # bytes of a cut-short chunk
         self._anchor_lost = False
+        self._final = False  # its metadata said finished at the last poll
 
     @property
     def pending(self) -> int:
@@ -71,6 +72,8 @@ class RemoteTail:
         now = self.root.clock()
         if now < self._next_check:
             return
+        if self._final and not self.root.spend_final_check():
+            return  # due, but finished: wait for a rescan with budget left
         try:
             entries = self._list()
         except StorageError as exc:
@@ -110,7 +113,8 @@ class RemoteTail:
 
     def _schedule(self, now: float) -> None:
         read = self.root.read
-        if self.root.meta_final(_meta_path(self.path)):
+        self._final = self.root.meta_final(_meta_path(self.path))
+        if self._final:
             interval = read.final_poll_s
         elif now - self._last_change > _IDLE_AFTER_S:
             interval = read.idle_poll_s

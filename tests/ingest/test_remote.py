@@ -99,19 +99,26 @@ def test_live_reads_only_new_chunks_and_counts_requests(s3_env: S3Env, tmp_path:
 
 
 def test_polls_are_spaced_by_the_read_options(s3_env: S3Env, tmp_path: Path) -> None:
-    write(tmp_path / "exp1", 0, 1, range(1, 20))
+    for name in ("exp1", "exp2", "exp3"):
+        write(tmp_path / name, 0, 1, range(1, 20))
     ship(tmp_path, s3_env.url("root"))
     now = [0.0]
-    store = RunStore(RemoteRoot(s3_env.url("root"), clock=lambda: now[0]), rescan_interval_s=1e9)
+    read = RemoteReadOptions(idle_relists_per_scan=2)
+    store = RunStore(RemoteRoot(s3_env.url("root"), read=read, clock=lambda: now[0]), rescan_interval_s=1e9)
     store.list_runs()
     root = store.remote
     before = root.requests
     for _ in range(5):
         store.list_runs()
     assert root.requests == before  # within poll_interval_s: no request at all
-    now[0] += 61  # finished runs are looked at again after final_poll_s
+    now[0] += read.final_poll_s + 1  # finished files are looked at again after final_poll_s...
     store.list_runs()
-    assert root.requests == before + 1
+    assert root.requests == before + 2  # ...but only idle_relists_per_scan of them per rescan
+    store.list_runs()
+    assert root.requests == before + 2
+    store.refresh(force=True)  # a rescan: one root listing, and budget for the third file
+    store.list_runs()
+    assert root.requests == before + 2 + 1 + 1
 
 
 def test_resets_when_the_chunks_are_replaced_by_another_file(s3_env: S3Env, tmp_path: Path) -> None:
