@@ -109,7 +109,7 @@ def _fragment_script() -> None:
 
     store = _shared.get_store(os.environ["MONITOR_LOGDIR"])
     runs = frozenset(r.id for r in store.list_runs())
-    columns = frozenset(store.frame("big").columns)
+    columns = frozenset(store.read("big").frame.columns)
     live_page._live_body(store, "big", view.ChartSettings(), runs, columns)
 
 
@@ -164,17 +164,19 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
     from pages import live_page
 
     store = RunStore(run.dir.parent)
-    store.frame(RUN)
+    store.read(RUN)
     parts: dict[str, list[float]] = {"poll+frame": [], "kpis+figures": [], "to_json": []}
     for _ in range(repeats):
         run.append(10)
         t0 = time.perf_counter()
         info = {r.id: r for r in store.list_runs()}[RUN]
-        frame = store.frame(RUN)
+        data = store.read(RUN)
         t1 = time.perf_counter()
-        data = live_page.process(store, info, frame, view.ChartSettings(), view.ZoomState(), time.time())
+        live = live_page.process(
+            info, data, view.ChartSettings(), view.ZoomState(), time.time(), series_key=(str(store.root), RUN)
+        )
         t2 = time.perf_counter()
-        size = sum(len(plotly.io.to_json(f, validate=False)) for f in data.figures.values())
+        size = sum(len(plotly.io.to_json(f, validate=False)) for f in live.figures.values())
         t3 = time.perf_counter()
         parts["poll+frame"].append(t1 - t0)
         parts["kpis+figures"].append(t2 - t1)

@@ -189,7 +189,7 @@ def bench_demo(steps: int, healthy_seeds: int, settings: DiagnosisSettings) -> l
         store = RunStore(root)
         store.refresh(force=True)
         info = store.run_info(name)
-        frame = store.frame(name)
+        frame = store.read(name).frame
         found = diagnose(frame, settings, status=info.status, last_write=info.last_write)
         alarms = [f for f in found if f.level >= 1]
         text = "; ".join(f"{f.kind}@{f.step}({f.severity})" for f in alarms) or "no warnings or errors"

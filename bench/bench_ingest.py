@@ -100,7 +100,7 @@ def full_load(path: Path, quick: bool) -> None:
     for _ in range(3):
         timings["bytes"].append(best(path.read_bytes, 1))
         timings["polars"].append(best(lambda: pl.read_ndjson(path, schema=polars_schema()), 1))
-        timings["store"].append(best(lambda: RunStore(path.parent.parent, rescan_interval_s=0).frame("run"), 1))
+        timings["store"].append(best(lambda: RunStore(path.parent.parent, rescan_interval_s=0).read("run"), 1))
         timings["source"].append(best(lambda: MetricsSource(path).poll(), 1))
     read_bytes, polars_s = min(timings["bytes"]), min(timings["polars"])
     ours_store, ours_source = min(timings["store"]), min(timings["source"])
@@ -117,7 +117,7 @@ def full_load(path: Path, quick: bool) -> None:
         ("read the bytes alone", read_bytes),
         ("polars read_ndjson, explicit schema", polars_s),
         ("ours: MetricsSource.poll (polars fast path)", ours_source),
-        ("ours: RunStore(...).frame(run) from cold", ours_store),
+        ("ours: RunStore(...).read(run) from cold", ours_store),
         ("ours: orjson line path forced", ours_slow),
         ("ours: same file with one torn line mid-file", ours_torn),
     ]
@@ -147,7 +147,7 @@ def incremental(tmp: Path, big: Path) -> None:
     results = {}
     for label, path in (("10k-line file", tmp / "small" / "run" / "metrics.jsonl"), ("1M-line file", big)):
         store = RunStore(path.parent.parent, rescan_interval_s=1e9)
-        store.frame(path.parent.name)
+        store.read(path.parent.name)
         source = next(iter(store._runs[path.parent.name].sources.values()))
         total = source.table.n
         state = {"next": total + 1}
@@ -157,7 +157,7 @@ def incremental(tmp: Path, big: Path) -> None:
             state["next"] += 100  # noqa: B023
 
         poll_ms = median_ms(source.poll, 30, setup=add)
-        frame_ms = median_ms(lambda: store.frame(path.parent.name), 30, setup=add)  # noqa: B023
+        frame_ms = median_ms(lambda: store.read(path.parent.name), 30, setup=add)  # noqa: B023
         idle_ms = median_ms(source.poll, 30)
         results[label] = poll_ms
         print(f"  {label:<14} poll {poll_ms:6.2f} ms   poll+frame {frame_ms:6.2f} ms   idle poll {idle_ms:6.3f} ms")
@@ -200,17 +200,17 @@ def merged_ranks(tmp: Path, ranks: int = 8, steps: int = 125_000) -> None:
     for rank in range(ranks):
         write_lines(run / metrics_filename(rank, ranks), 1, steps, steps)
     store = RunStore(run.parent, rescan_interval_s=1e9)
-    store.frame("dp")
+    store.read("dp")
     state = {"next": steps + 1}
 
     def add() -> None:
         write_lines(run / metrics_filename(0, ranks), state["next"], state["next"], steps)
         state["next"] += 1
 
-    merged_ms = median_ms(lambda: store.frame("dp"), 10, setup=add)
-    one_ms = median_ms(lambda: store.frame("dp", rank=0), 10, setup=add)
-    print(f"  store.frame(run) all ranks  {merged_ms:7.2f} ms   (rebuilt on change: a sort of all rows)")
-    print(f"  store.frame(run, rank=0)    {one_ms:7.2f} ms   (a view)")
+    merged_ms = median_ms(lambda: store.read("dp"), 10, setup=add)
+    one_ms = median_ms(lambda: store.read("dp", rank=0), 10, setup=add)
+    print(f"  store.read(run) all ranks  {merged_ms:7.2f} ms   (rebuilt on change: a sort of all rows)")
+    print(f"  store.read(run, rank=0)    {one_ms:7.2f} ms   (a view)")
 
 
 def idle_runs(tmp: Path, count: int = 1000) -> None:

@@ -12,7 +12,7 @@ label = run_badge(severity_counts(findings))      # "2 errors, 1 warning" for th
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from monitor_cb.diagnosis.findings import SEVERITIES, Finding
@@ -97,14 +97,14 @@ def new_findings(previous_keys: Collection[FindingKey], findings: Iterable[Findi
 
 def findings_cache_key(
     run_id: str,
-    n_records: int,
+    version: Hashable,
     settings: Any = None,
     *,
     status: str | None = None,
     now: float | None = None,
     every: float = 30.0,
 ) -> tuple[Any, ...]:
-    """A hashable key that changes when the findings may change: new records, other settings or status.
+    """A hashable key that changes when the findings may change: new data (``RunFrame.key``), settings or status.
 
     ``stalled`` depends on the clock, not on records: give ``now`` (and the run's ``status``) and the
     key also changes every ``every`` seconds, so a silent run is re-judged without new records.
@@ -114,7 +114,7 @@ def findings_cache_key(
         data = settings.to_dict() if hasattr(settings, "to_dict") else settings
         settings_part = json.dumps(data, sort_keys=True, default=str)
     time_part = None if now is None else int(now // every)
-    return (run_id, int(n_records), settings_part, status, time_part)
+    return (run_id, version, settings_part, status, time_part)
 
 
 def toast_text(finding: Finding, max_chars: int = 160) -> str:

@@ -249,7 +249,7 @@ _KPI_TAIL = 4096
 def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None) -> Kpis:
     """The KPI row for a run frame (``step``, ``t``, metric columns) and its ``RunInfo``.
 
-    ``logged`` holds "was logged" masks (``RunStore.logged_mask``) for :data:`KPI_COLUMNS`; with a
+    ``logged`` holds "was logged" masks (``RunFrame.masks``) for :data:`KPI_COLUMNS`; with a
     mask a logged NaN shows as NaN, without one a trailing NaN is taken for "not logged here".
     """
     meta = run.meta or {}
@@ -699,12 +699,13 @@ def compact_figure(fig: Any) -> None:
 CHART_PREFIX = "chart_"
 
 
-def figures_key(run_id: str, df: pd.DataFrame, settings: ChartSettings, zoom: ZoomState) -> tuple[Any, ...]:
-    """What the figures of a refresh depend on: equal keys mean the last figures can be shown again."""
-    tail = df.iloc[-1] if len(df) else None
-    last = tuple(float(tail[c]) for c in ("step", "t", "seg") if tail is not None and c in df.columns)
+def figures_key(data: Any, settings: ChartSettings, zoom: ZoomState) -> tuple[Any, ...]:
+    """What the figures of a refresh depend on: the data read (``RunFrame.key``), the settings and the zoom.
+
+    Equal keys mean the last figures can be shown again.
+    """
     hidden = tuple(sorted((k, tuple(v)) for k, v in zoom.hidden.items()))
-    return (run_id, len(df), tuple(df.columns), last, repr(settings), zoom.lo, zoom.hi, hidden)
+    return (data.key, repr(settings), zoom.lo, zoom.hi, hidden)
 
 
 def hide_traces(fig: Any, names: Iterable[str]) -> None:

@@ -5,7 +5,7 @@ Finding messages come from detectors that quote run content (metric names), so e
 escaped, never as HTML.
 
 ```python
-findings = _alerts.run_findings(store, run, frame, root)   # cached until new records / other settings
+findings = _alerts.run_findings(run, store.read(run.id), root)   # cached until new records / other settings
 _alerts.sidebar_badge(findings)                             # outside a fragment (the sidebar)
 _alerts.alert_panel(findings)                               # under the KPI row
 _alerts.toast_new(run.id, findings)                         # a toast per finding not shown before
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -42,6 +42,7 @@ from monitor_cb.diagnosis.settings import (
     save_settings,
     settings_path,
 )
+from monitor_cb.ingest.runframe import RunFrame
 from monitor_cb.settings_view import GENERAL, kind_title, settings_from_form, settings_groups
 from monitor_cb.view import escape_code, escape_markdown
 
@@ -49,7 +50,6 @@ SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toaste
 CACHE_KEY = "alerts_findings"  # session state: run id -> (cache key, findings)
 ICONS = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 BOXES = {"error": st.error, "warning": st.warning, "info": st.info}
-INDEX_COLUMNS = frozenset({"step", "t", "rank", "seg"})
 
 
 # ----------------------------------------------------------------------------- findings
@@ -59,30 +59,22 @@ def current_settings(root: str | os.PathLike[str]) -> DiagnosisSettings:
 
 
 def run_findings(
-    store: Any,
-    run: Any,
-    frame: pd.DataFrame | None,
-    root: str | os.PathLike[str],
-    *,
-    logged: Mapping[str, Any] | None = None,
-    now: float | None = None,
+    run: Any, data: RunFrame | None, root: str | os.PathLike[str], *, now: float | None = None
 ) -> list[Any]:
-    """``diagnose`` for one run, remembered per browser session until its records, status or settings change.
+    """``diagnose`` for one run, remembered per browser session until its data, status or settings change.
 
     Args:
-        store: the page's ``RunStore`` (for the logged masks when ``logged`` is not given).
-        run: its ``RunInfo`` (``id``, ``n_records``, ``status``, ``last_write``).
-        frame: ``store.frame(run.id)``; None gives no findings.
+        run: its ``RunInfo`` (``id``, ``status``, ``last_write``).
+        data: ``store.read(run.id)``; None gives no findings.
         root: the log root, whose saved thresholds apply.
-        logged: the page's logged masks, if it already has them.
     """
     from monitor_cb.diagnosis import diagnose
 
-    if frame is None or len(frame) == 0:
+    if data is None or len(data) == 0:
         return []
     now = time.time() if now is None else now
     settings = current_settings(root)
-    key = findings_cache_key(run.id, len(frame), settings, status=run.status, now=now)
+    key = findings_cache_key(run.id, data.key, settings, status=run.status, now=now)
     cache = st.session_state.setdefault(CACHE_KEY, {})
     hit = cache.get(run.id)
     if hit is not None and hit[0] == key:
@@ -91,24 +83,10 @@ def run_findings(
         # Same settings and status, only new records: re-diagnose at most every 20x its own cost
         # (a 1M-row run takes ~0.4 s), so a 1 s refresh is not spent on detectors.
         return hit[1]
-    if logged is None:
-        logged = _logged_masks(store, run.id, frame)
     started = time.perf_counter()
-    findings = diagnose(frame, settings, status=run.status, now=now, last_write=run.last_write, logged=logged)
+    findings = diagnose(data.frame, settings, status=run.status, now=now, last_write=run.last_write, logged=data.masks)
     cache[run.id] = (key, findings, now, time.perf_counter() - started)
     return findings
-
-
-def _logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, Any]:
-    masks = {}
-    for column in frame.columns:
-        if column in INDEX_COLUMNS:
-            continue
-        try:
-            masks[column] = store.logged_mask(run_id, column)
-        except (KeyError, ValueError, AttributeError):
-            continue
-    return masks
 
 
 # ----------------------------------------------------------------------------- showing them

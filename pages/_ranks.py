@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from monitor_cb.charts.ranks import (
@@ -21,14 +19,16 @@ from monitor_cb.charts.ranks import (
     telemetry_columns,
     utilisation_figure,
 )
+from monitor_cb.ingest.runframe import RunFrame
 
 CACHE = "ranks_figures"
 RANK_METRICS = ("loss", "grad_norm", "throughput", "step_time", "data_time", "lr")
 PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
-def ranks_section(store: Any, run: Any, frame: pd.DataFrame, x: str, smoothing: float) -> None:
+def ranks_section(run: Any, data: RunFrame, x: str, smoothing: float) -> None:
     """Draw the section under the charts when there is anything to show (several ranks or telemetry)."""
+    frame = data.frame
     ranks = tuple(getattr(run, "ranks", ()) or ())
     telemetry = telemetry_columns(frame)
     if len(ranks) < 2 and not telemetry:
@@ -42,41 +42,26 @@ def ranks_section(store: Any, run: Any, frame: pd.DataFrame, x: str, smoothing: 
         left, right = st.columns([3, 1])
         metric = left.selectbox("Metric across ranks", metrics, key="rank_metric") if metrics else None
         per_rank = right.toggle("One line per rank", key="rank_lines")
-    key = (run.id, len(frame), frame["step"].iloc[-1] if len(frame) else None, x, smoothing, metric, per_rank)
+    key = (data.key, x, smoothing, metric, per_rank)
     cache = st.session_state.setdefault(CACHE, {})
     if cache.get("key") != key:
-        cache.update(key=key, figures=build_figures(store, run, frame, x, smoothing, metric, per_rank, telemetry))
+        cache.update(key=key, figures=build_figures(data, x, smoothing, metric, per_rank, telemetry))
     for name, fig in cache["figures"].items():
         st.plotly_chart(fig, key=f"ranks_{name}", config=PLOTLY_CONFIG, theme=None)
 
 
 def build_figures(
-    store: Any,
-    run: Any,
-    frame: pd.DataFrame,
-    x: str,
-    smoothing: float,
-    metric: str | None,
-    per_rank: bool,
-    telemetry: list[str],
+    data: RunFrame, x: str, smoothing: float, metric: str | None, per_rank: bool, telemetry: list[str]
 ) -> dict[str, Any]:
     """The section's figures, keyed by a stable name (plain plotly; no Streamlit calls)."""
+    frame = data.frame
     figures: dict[str, Any] = {}
-    uirevision = f"{run.id}|ranks|{x}"
+    uirevision = f"{data.run_id}|ranks|{x}"
     if metric is not None:
-        logged = {metric: _mask(store, run.id, metric, len(frame))}
         build = per_rank_figure if per_rank else rank_band_figure
-        figures["metric"] = build(frame, metric, x=x, smoothing=smoothing, logged=logged, uirevision=uirevision)
+        figures["metric"] = build(frame, metric, x=x, smoothing=smoothing, logged=data.masks, uirevision=uirevision)
         if "step_time" in frame.columns:
             figures["step_time"] = rank_step_time_figure(frame, last=1000, uirevision=uirevision)
     if telemetry:
         figures["hardware"] = utilisation_figure(frame, x=x, uirevision=uirevision)
     return figures
-
-
-def _mask(store: Any, run_id: str, column: str, rows: int) -> np.ndarray:
-    try:
-        mask = np.asarray(store.logged_mask(run_id, column), dtype=bool)
-    except (KeyError, ValueError, AttributeError):
-        return np.ones(rows, dtype=bool)
-    return mask if len(mask) == rows else np.ones(rows, dtype=bool)

@@ -23,6 +23,7 @@ from monitor_cb import view
 from monitor_cb.alerts import finding_key
 from monitor_cb.charts.findings import add_findings, step_mapper
 from monitor_cb.charts.notes import add_note, grad_norm_note
+from monitor_cb.ingest.runframe import RunFrame
 from pages import _alerts, _shared
 from pages._demo import show_empty_root
 from pages._ranks import ranks_section
@@ -47,9 +48,10 @@ def live_page() -> None:
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
-    frame = read_frame(store, selection.run.id)
-    if frame is not None:  # outside the fragment: a fragment rerun cannot write to the sidebar
-        _alerts.sidebar_badge(_alerts.run_findings(store, selection.run, frame, root))
+    data = read_run(store, selection.run.id)
+    frame = data.frame if data is not None else None
+    if data is not None:  # outside the fragment: a fragment rerun cannot write to the sidebar
+        _alerts.sidebar_badge(_alerts.run_findings(selection.run, data, root))
     _reset_zoom_on_run_change(selection.run.id)
     zoom_event, legend_event = chart_events()
     if frame is not None:
@@ -60,10 +62,10 @@ def live_page() -> None:
 
 
 # ----------------------------------------------------------------------------- settings
-def read_frame(store: Any, run_id: str) -> pd.DataFrame | None:
-    """The run's frame, or None when its files vanished between listing and reading."""
+def read_run(store: Any, run_id: str) -> RunFrame | None:
+    """The run's frame and masks, or None when its files vanished between listing and reading."""
     try:
-        return store.frame(run_id)
+        return store.read(run_id)
     except (FileNotFoundError, KeyError):
         return None
 
@@ -194,19 +196,21 @@ def _live_body(
     if set(runs) != set(known):
         st.rerun(scope="app")  # a run appeared or vanished: the sidebar must show it
     run = runs.get(run_id)
-    frame = read_frame(store, run_id) if run is not None else None
-    if run is None or frame is None:
+    data = read_run(store, run_id) if run is not None else None
+    if run is None or data is None:
         st.error(f"The run `{view.escape_code(run_id)}` disappeared from the log root (deleted or moved).")
         return
-    if frozenset(frame.columns) != columns:
+    if frozenset(data.frame.columns) != columns:
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
-    findings = tuple(_alerts.run_findings(store, run, frame, _shared.log_root()))
+    findings = tuple(_alerts.run_findings(run, data, _shared.log_root()))
     _alerts.toast_new(run.id, findings)
-    data = process(store, run, frame, settings, zoom_state(), time.time(), cache, findings)
-    show(data)
-    if not data.empty:
-        ranks_section(store, run, frame, settings.x, settings.smoothing)
+    live = process(
+        run, data, settings, zoom_state(), time.time(), cache, findings, series_key=(str(store.root), run.id)
+    )
+    show(live)
+    if not live.empty:
+        ranks_section(run, data, settings.x, settings.smoothing)
 
 
 def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend_event: Any) -> bool:
@@ -234,38 +238,35 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
 
 
 def process(
-    store: Any,
     run: Any,
-    frame: pd.DataFrame,
+    data: RunFrame,
     settings: view.ChartSettings,
     zoom: view.ZoomState,
     now: float,
     cache: dict[str, Any] | None = None,
     findings: tuple[Any, ...] = (),
+    series_key: Any = None,
 ) -> LiveData:
     """Everything one refresh shows, computed without Streamlit (the benchmark times this).
 
     With a ``cache`` (one per browser session) a refresh that finds no new records reuses the last
     figures: no work, and Streamlit then sends only a reference to the unchanged chart message.
+    ``series_key`` (the store's root and the run id) lets the charts extend the cached smoothing
+    and downsampling of the last refresh.
     """
     from monitor_cb.analysis.series import first_nonfinite
 
+    frame, logged = data.frame, data.masks
     if len(frame) == 0:
         return LiveData(run, view.compute_kpis(frame, run, now), None, {}, True)
-    logged = logged_masks(store, run.id, frame)
     kpis = view.compute_kpis(frame, run, now, logged)
     banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
-    key = (view.figures_key(run.id, frame, settings, zoom), tuple(finding_key(f) for f in findings))
+    key = (view.figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings))
     if cache is not None and cache.get("key") == key:
         figures = cache["figures"]
     else:
         figures = view.live_figures(
-            frame,
-            settings,
-            zoom,
-            logged,
-            uirevision=f"{run.id}|{settings.x}",
-            cache_key=(str(getattr(store, "root", "")), run.id),
+            frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}", cache_key=series_key
         )
         note = grad_norm_note(frame.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
         if note:  # the chart says why it shows throughput only, and how to get the norm
@@ -277,18 +278,6 @@ def process(
         if cache is not None:
             cache.update(key=key, figures=figures)
     return LiveData(run, kpis, banner, figures, False, findings)
-
-
-def logged_masks(store: Any, run_id: str, frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Masks of the rows where the KPI and eval columns were logged, so a gap is not taken for a NaN."""
-    masks = {}
-    for column in frame.columns:
-        if column in view.KPI_COLUMNS or column.startswith("eval_"):
-            try:
-                masks[column] = np.asarray(store.logged_mask(run_id, column), dtype=bool)
-            except (KeyError, ValueError, AttributeError):
-                continue
-    return masks
 
 
 def show(data: LiveData) -> None:

@@ -104,7 +104,7 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     if data is None:
         st.error(f"The run `{view.escape_code(choice)}` disappeared from the log root (deleted or moved).")
         st.stop()
-    findings = _findings(f"run:{info.id}", data.frame, data.logged, root, info.status, info.last_write)
+    findings = _findings((f"run:{info.id}", data.version), data.frame, data.logged, root, info.status, info.last_write)
     return Subject(
         key=f"run:{info.id}",
         title=str(info.name),
@@ -139,7 +139,7 @@ def upload_subject() -> Subject:
     if isinstance(parsed, str):
         st.error(parsed)
         st.stop()
-    findings = _findings(f"upload:{file_id}", parsed.frame, parsed.logged, None, None, None)
+    findings = _findings((f"upload:{file_id}",), parsed.frame, parsed.logged, None, None, None)  # a file never changes
     return Subject(
         key=f"upload:{file_id}",
         title=str(parsed.name),
@@ -163,29 +163,28 @@ def _parse(uploaded: Any, cap: int) -> Any:
 
 
 def _findings(
-    key: str,
+    key: tuple[Any, ...],
     frame: pd.DataFrame,
     logged: Mapping[str, np.ndarray],
     root: Any,
     status: str | None,
     last_write: float | None,
 ) -> tuple:
-    """Diagnosis findings for the "jump to" list, computed once per run and length.
+    """Diagnosis findings for the "jump to" list, computed once per ``key`` (the run and its data version).
 
     The "was logged" masks go to ``diagnose`` so a column that stops being logged is not a NaN.
     """
     from monitor_cb.diagnosis import diagnose, load_settings
 
-    cache_key = (key, len(frame), tuple(frame.columns))
     cached = st.session_state.get(K_FINDINGS)
-    if cached is not None and cached[0] == cache_key:
+    if cached is not None and cached[0] == key:
         return cached[1]
     try:
         settings = load_settings(root) if root is not None else None
     except Exception:  # noqa: BLE001 - a broken settings file must not stop the replay
         settings = None
     found = tuple(diagnose(frame, settings, status=status, last_write=last_write, logged=dict(logged) or None))
-    st.session_state[K_FINDINGS] = (cache_key, found)
+    st.session_state[K_FINDINGS] = (key, found)
     return found
 
 

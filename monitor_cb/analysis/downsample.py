@@ -94,7 +94,7 @@ def downsample_frame(
         x: the x column.
         columns: metric columns to draw.
         n_out: total point budget for the frame.
-        logged: optional per-column boolean masks (``RunStore.logged_mask``); absent means every
+        logged: optional per-column boolean masks (``RunFrame.masks``); absent means every
             NaN was logged as NaN.
 
     Returns:

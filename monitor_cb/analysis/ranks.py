@@ -1,6 +1,6 @@
 """One metric of a multi-rank frame as a steps x ranks matrix, and robust statistics across its rows.
 
-A merged frame (``RunStore.frame(run_id)``) holds one row per (step, rank), sorted by step then
+A merged frame (``RunStore.read(run_id).frame``) holds one row per (step, rank), sorted by step then
 rank. Comparing ranks needs the values of one step side by side: :func:`rank_matrix` pivots a column
 into ``values[step_index, rank_index]`` (NaN where that rank logged nothing at that step) without a
 pandas pivot (which costs a hash join; here the frame's step order makes it one pass).

@@ -1,8 +1,8 @@
 """Small pure questions a live page asks of a run frame: which x axis, where the first NaN is, what range.
 
-A run frame (``RunStore.frame``) has ``step`` (int), ``t`` (Unix seconds), ``rank``, ``seg`` and one
+A run frame (``RunStore.read(run_id).frame``) has ``step`` (int), ``t`` (Unix seconds), ``rank``, ``seg`` and one
 float column per metric. A NaN in a metric column is either a logged NaN or "not logged at this
-row"; the functions that care take an optional ``logged`` mask (``RunStore.logged_mask``) and, without
+row"; the functions that care take an optional ``logged`` mask (``RunFrame.masks``) and, without
 it, treat every NaN as logged.
 """
 

@@ -13,7 +13,7 @@ Common keyword arguments of every builder:
     x_range: ``(lo, hi)`` to re-apply a user's zoom (datetimes for ``x="time"``), None = autorange.
     uirevision: kept constant across refreshes so zoom and legend clicks survive; change it
         (e.g. to the run id) to reset them.
-    logged: per-column "was logged" masks (``RunStore.logged_mask``); without one, every NaN in a
+    logged: per-column "was logged" masks (``RunFrame.masks``); without one, every NaN in a
         column is drawn as a logged NaN. Pass it for sparse columns such as ``eval_*``.
     n_out: point budget per trace.
     rank: for a frame merging several ranks, the rank drawn (default the lowest); NaN/±inf of the
@@ -122,7 +122,7 @@ def dual_axis_figure(
         cache_key: a hashable naming the frame's source (e.g. the run id) for a live chart that is
             rebuilt on every refresh: the EMA and downsampling of each series are then cached and
             extended with only the new rows (see :mod:`monitor_cb.analysis.series_cache`).
-        rank: for a frame that merges several ranks (``RunStore.frame(run_id)``): the rank whose
+        rank: for a frame that merges several ranks (``RunStore.read(run_id).frame``): the rank whose
             curves are drawn, default the lowest. Non-finite values of every other rank are still
             drawn as markers (the hover names the rank), so a NaN on rank 5 is never hidden.
 

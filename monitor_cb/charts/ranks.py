@@ -10,7 +10,7 @@
 Budgets: a trace holds at most about ``n_out`` points. For long runs the band is cut into ``n_out``
 buckets of steps, each keeping its extreme min and max (a one-step spike on one rank survives); the
 mean line is downsampled with the spike-keeping MinMaxLTTB of :mod:`monitor_cb.analysis.downsample`.
-Takes the frame of ``RunStore.frame(run_id)`` (ranks merged, a ``rank`` column).
+Takes the frame of ``RunStore.read(run_id).frame`` (ranks merged, a ``rank`` column).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def rank_band_figure(
         x: ``step`` or another x kind of :func:`monitor_cb.analysis.series.x_axis`; a step's x is
             the latest x among its ranks (the step is done when the last rank is).
         smoothing: TensorBoard EMA weight on the mean (the raw mean stays, faint); the band is raw.
-        logged: ``RunStore.logged_mask`` per column; without it every NaN is a logged NaN.
+        logged: ``RunFrame.masks`` per column; without it every NaN is a logged NaN.
         n_out: points per trace (buckets of the band).
         log_y: log scale; values <= 0 leave the line and the band.
 

@@ -46,6 +46,7 @@ class RunData:
     logged: Mapping[str, np.ndarray] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
     status: str = "finished"
+    version: tuple[Any, ...] = ()  # RunFrame.key when read from a store: changes exactly when the rows do
 
 
 @dataclass(frozen=True)

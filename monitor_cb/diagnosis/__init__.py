@@ -3,7 +3,8 @@
 ```python
 from monitor_cb.diagnosis import diagnose, load_settings
 
-findings = diagnose(store.frame(run_id), load_settings(root), status=info.status, last_write=info.last_write)
+data = store.read(run_id)
+findings = diagnose(data.frame, load_settings(root), status=info.status, last_write=info.last_write, logged=data.masks)
 ```
 
 Each detector is ``detect_xxx(frame, settings) -> list[Finding]`` (``stalled`` also takes the run's

@@ -70,7 +70,7 @@ def train_rows(frame: pd.DataFrame) -> np.ndarray:
 
     A NaN in a train column means "logged NaN" on a train row and "not logged" elsewhere (an eval
     record merged onto a step that had no train record). ``frame.attrs["logged"]`` (column -> mask,
-    from ``RunStore.logged_mask``) is not needed: a row is eval/event-only when every train column
+    from ``RunFrame.masks``) is not needed: a row is eval/event-only when every train column
     is NaN and it has an eval value or an event.
     """
     n = len(frame)

@@ -46,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
     settings, problems = load_settings_checked(root)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    frame = store.frame(run_id)
-    logged = {c: store.logged_mask(run_id, c) for c in ("loss", "grad_norm") if c in frame}
+    data = store.read(run_id)
     places = read_rank_places(info.path) if len(info.ranks) > 1 else None  # "rank 5 (host h, device 3)"
-    findings = diagnose(frame, settings, status=info.status, last_write=info.last_write, logged=logged, places=places)
+    findings = diagnose(
+        data.frame, settings, status=info.status, last_write=info.last_write, logged=data.masks, places=places
+    )
     shown = [f for f in findings if severity_rank(f.severity) >= severity_rank(args.min_severity)]
     if args.json:
         print(json.dumps(_report(info, findings, shown), indent=1, allow_nan=False))

@@ -12,6 +12,7 @@ import pandas as pd
 
 from monitor_cb.diagnosis.findings import Finding, sort_findings
 from monitor_cb.diagnosis.lr import detect_lr_anomaly
+from monitor_cb.diagnosis.nonfinite import _WATCHED as NAN_WATCHED
 from monitor_cb.diagnosis.nonfinite import detect_nan
 from monitor_cb.diagnosis.overfit import detect_overfitting
 from monitor_cb.diagnosis.periodic import detect_sawtooth
@@ -54,13 +55,13 @@ def diagnose(
     """All findings for one run, sorted by step (then most severe first).
 
     Args:
-        frame: the run's frame (``RunStore.frame``): ``step``, ``t``, ``rank``, ``seg`` and metric columns.
+        frame: the run's frame (``RunStore.read(run_id).frame``): ``step``, ``t``, ``rank``, ``seg`` and metric columns.
             With several ranks, each rank is diagnosed on its own and findings carry its ``rank``.
         settings: thresholds (default :class:`DiagnosisSettings`; pages pass ``load_settings(root)``).
         status: the run's status (``RunInfo.status``); ``stalled`` is only judged for a live run.
         now: current Unix time for ``stalled`` (default ``time.time()``).
         last_write: when the run last wrote (``RunInfo.last_write``); default the frame's latest ``t``.
-        logged: per column, True where it was logged (``RunStore.logged_mask``). With it a NaN
+        logged: per column, True where it was logged (``RunFrame.masks``). With it a NaN
             where ``loss`` or ``grad_norm`` was simply not logged is never taken for a logged NaN.
         places: rank -> where it runs (``"host h, device d"``, from
             :func:`monitor_cb.diagnosis.ranks.read_rank_places`), named in ``straggler`` and
@@ -78,7 +79,9 @@ def diagnose(
         for kind, detector in SERIES_DETECTORS.items():
             if settings.enabled(kind):
                 if kind == "nan" and logged:
-                    masks = {k: np.asarray(v, bool)[rows] for k, v in logged.items() if len(v) == len(frame)}
+                    # only the watched columns: a lazy mapping (RunFrame.masks) builds no other mask
+                    watched = {k: logged[k] for k in NAN_WATCHED if k in logged}
+                    masks = {k: np.asarray(v, bool)[rows] for k, v in watched.items() if len(v) == len(frame)}
                     detector = partial(detect_nan, logged=masks)
                 found = _safely(kind, detector, part, settings)
                 findings += found if rank is None else [replace(f, rank=rank) for f in found]

@@ -19,7 +19,7 @@ def detect_nan(
 ) -> list[Finding]:
     """One error at the first train row whose loss or grad norm is NaN or ±Inf.
 
-    ``logged`` (column -> "was logged" mask, from ``RunStore.logged_mask``) rules out NaN that only
+    ``logged`` (column -> "was logged" mask, from ``RunFrame.masks``) rules out NaN that only
     means "not logged on this row", e.g. a grad norm a custom loop logs on some steps only.
 
     An infinite grad norm on a row flagged ``overflow`` is loss scaling doing its job (the update is

@@ -1,7 +1,7 @@
 """Labelled synthetic runs for evaluating the detectors: healthy curves and one injected failure.
 
 Independent of ``monitor_cb.samples`` (which writes files for the dashboard): this builds frames in
-memory, in the shape ``RunStore.frame`` returns, so the evaluation can make hundreds in seconds.
+memory, in the shape ``RunStore.read(run_id).frame`` returns, so the evaluation can make hundreds in seconds.
 A healthy run has warmup + cosine lr, a noisy power-law loss whose noise grows with the lr,
 grad-norm bumps, noisy step time with the odd input-pipeline hiccup and a slow first (compiling)
 step, and an eval every N logged points. :func:`inject` adds one failure at a given row and returns

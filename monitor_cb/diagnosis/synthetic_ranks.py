@@ -1,6 +1,6 @@
 """Labelled synthetic multi-rank runs: healthy data-parallel ranks, or one slow or one diverging rank.
 
-Frames come in the shape ``RunStore.frame(run_id)`` returns for a multi-rank run (one row per step and
+Frames come in the shape ``RunStore.read(run_id).frame`` returns for a multi-rank run (one row per step and
 rank, sorted by step then rank). A healthy run has one training trend shared by every rank (the model
 is the same), per-rank batch noise on loss and local grad norm, and step times that are correlated
 across ranks (a common per-step factor: contention, collective waits, slow checkpoint steps on every

@@ -18,12 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     store, run_id = open_run(args)
-    frame = store.frame(run_id, all_segments=args.all_segments)
-    masks = {
-        column: store.logged_mask(run_id, column, all_segments=args.all_segments)
-        for column in frame.columns
-        if column not in ("step", "rank", "seg")
-    }
+    data = store.read(run_id, all_segments=args.all_segments)
+    frame, masks = data.frame, dict(data.masks)
     if args.format == "parquet":
         if not args.output:
             raise SystemExit("error: --format parquet needs -o FILE")

@@ -31,12 +31,12 @@ def build_summary(store: Any, run_id: str) -> dict[str, Any]:
     from monitor_cb.record import encode_value
 
     info = store.run_info(run_id)
-    frame = store.frame(run_id)
+    data = store.read(run_id)
+    frame = data.frame
     last: dict[str, Any] = {}
-    for column in frame.columns:
-        if column in ("step", "t", "rank", "seg"):
+    for column, logged in data.masks.items():
+        if column == "t":
             continue
-        logged = store.logged_mask(run_id, column)
         if logged.any():
             row = int(logged.nonzero()[0][-1])
             value = frame[column].iloc[row]

@@ -22,6 +22,7 @@ import numpy as np
 from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
+from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
@@ -68,7 +69,7 @@ class _Run:
         self.dir = run_dir
         self.sources: dict[Path, TableSource] = {}
         self.lock = threading.Lock()
-        self.merged: dict[tuple[Any, ...], _Snapshot] = {}
+        self.merged: dict[tuple[Any, ...], Snapshot] = {}  # data version -> merged ranks
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
         self.tensorboard: TensorBoardGroup | None = None
 
@@ -110,7 +111,6 @@ class RunStore:
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
-        self._local = threading.local()  # per thread (per Streamlit session): the last frame handed out
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ discovery
@@ -245,57 +245,46 @@ class RunStore:
         return meta
 
     # ------------------------------------------------------------------ frames
-    def frame(self, run_id: str, rank: int | None = None, *, all_segments: bool = False) -> pd.DataFrame:
-        """The run's rows sorted by step (latest segment wins per step); new bytes are read first.
+    def read(self, run_id: str, rank: int | None = None, *, all_segments: bool = False) -> RunFrame:
+        """The run's rows (new bytes read first) with their "was logged" masks and data version.
+
+        Rows are sorted by step; for a step a resumed segment repeated, the latest segment wins.
 
         Args:
             run_id: a :attr:`RunInfo.id`.
             rank: one rank; default all ranks merged (sorted by step, then rank).
             all_segments: keep rows of earlier segments that a resume repeated.
-        """
-        snapshot = self._snapshot(run_id, rank, all_segments, poll=True)
-        self._local.__dict__.setdefault("last", {})[(run_id, rank, all_segments)] = snapshot
-        # A shallow copy: sessions share the cached frame, so one adding a column must not touch the others.
-        return snapshot.frame.copy(deep=False)
 
-    def logged_mask(
-        self, run_id: str, column: str, rank: int | None = None, *, all_segments: bool = False
-    ) -> np.ndarray:
-        """Per row of :meth:`frame`: True where ``column`` was logged (a NaN included), False where absent.
-
-        Matches the frame this thread's last :meth:`frame` call returned for the same arguments,
-        even if other sessions have polled since (Streamlit runs each session in its own thread).
+        Raises:
+            KeyError: no such run under the root, or no such rank in it.
         """
-        snapshot = self._local.__dict__.get("last", {}).get((run_id, rank, all_segments))
-        if snapshot is None:
-            snapshot = self._snapshot(run_id, rank, all_segments, poll=False)
-        return snapshot.mask(column)
+        return RunFrame.of(run_id, self._snapshot(run_id, rank, all_segments), rank, all_segments)
 
     def bad_lines(self, run_id: str) -> list[tuple[Path, BadLine]]:
         """Skipped lines (first ones, with their byte offsets) of every file of the run."""
         run = self._run(run_id)
         return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
 
-    def _snapshot(self, run_id: str, rank: int | None, all_segments: bool, poll: bool) -> _Snapshot:
+    def _snapshot(self, run_id: str, rank: int | None, all_segments: bool) -> Snapshot:
         run = self._run(run_id)
         sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
-        for source in sources if poll else ():
+        for source in sources:
             source.poll()
         if rank is not None:
             sources = [s for s in sources if s.table.rank == rank]
             if not sources:
                 raise KeyError(f"run {run_id!r} has no rank {rank}")
         parts = [s.frame_and_masks(all_segments) for s in sources]
+        version = (all_segments, *(v for v, _, _ in parts))
         if len(parts) == 1:
             _, frame, masks = parts[0]
-            return _Snapshot(frame, [(masks, len(frame))], None)
-        key = (all_segments, *((id(s), version) for s, (version, _, _) in zip(sources, parts, strict=True)))
+            return Snapshot(frame, [(masks, len(frame))], None, version)
         with run.lock:
-            hit = run.merged.get(key)
+            hit = run.merged.get(version)
             if hit is None:
                 merged, order = _concat_by_step([frame for _, frame, _ in parts])
-                hit = _Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order)
-                run.merged = {key: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
+                hit = Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order, version)
+                run.merged = {version: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
 
 
@@ -307,25 +296,6 @@ def _remote_root(root: Any) -> Any:
         return RemoteRoot(root)
     module = sys.modules.get("monitor_cb.ingest.remote")  # a RemoteRoot given: its module is loaded
     return root if module is not None and isinstance(root, module.RemoteRoot) else None
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """A frame with what its masks are made of: per part (rank) its masks and length, and the row order."""
-
-    frame: pd.DataFrame
-    parts: list[tuple[dict[str, np.ndarray], int]]
-    order: np.ndarray | None  # None: a single rank, rows as stored
-
-    def mask(self, column: str) -> np.ndarray:
-        if column in ("step", "rank", "seg"):
-            return np.ones(len(self.frame), bool)
-        if not any(column in masks for masks, _ in self.parts):
-            raise KeyError(f"no column {column!r} in this run; columns are {list(self.frame.columns)}")
-        pieces = [masks[column] if column in masks else np.zeros(rows, bool) for masks, rows in self.parts]
-        if self.order is None:
-            return pieces[0].copy()
-        return np.concatenate(pieces)[self.order]
 
 
 def _concat_by_step(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, np.ndarray]:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 _STEP_LIMIT = 1 << 40  # steps above a trillion are garbage; keeps (seg, step) packable in an int64
 _SEG_LIMIT = 1 << 22
 _MIN_CAPACITY = 1024
+# Versions come from one counter for the whole process, so a version names one state of one table:
+# a table cleared (file replaced) or made anew (run rediscovered) never repeats an earlier version.
+_VERSIONS = itertools.count(1)
 
 # (steps, segs, name -> (values, logged, is_text)) of rows a later segment replaced
 _HistoryPart = tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, bool]]]
@@ -49,7 +52,7 @@ class RankTable:
 
     def __init__(self, rank: int = 0) -> None:
         self.rank = rank
-        self.version = 0  # +1 on every change; frames are cached per version
+        self.version = 0  # a new value from _VERSIONS on every change; frames are cached per version
         self.clear()
 
     def clear(self) -> None:
@@ -68,7 +71,7 @@ class RankTable:
         self._last_seg = 0  # 0: no segment seen yet
         self._has_seg = False
         self._cache: dict[bool, tuple[int, pd.DataFrame, dict[str, np.ndarray]]] = {}
-        self.version += 1
+        self.version = next(_VERSIONS)
 
     # ------------------------------------------------------------------ reading
     @property
@@ -194,7 +197,7 @@ class RankTable:
                 self._merge_segment(int(group_segs[lo]), groups.subset(slice(lo, hi)))
         self._last_step = int(step[-1])
         self._last_seg = int(seg[-1])
-        self.version += 1
+        self.version = next(_VERSIONS)
         return m
 
     def _resolve_steps(self, raw: np.ndarray) -> np.ndarray:

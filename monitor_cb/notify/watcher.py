@@ -193,11 +193,11 @@ class Watcher:
         return [] if silent else alerts
 
     def _findings(self, info: Any, state: RunState, now: float) -> list[Alert]:
-        frame = self.store.frame(info.id)
+        data = self.store.read(info.id)
         extra: dict[str, Any] = {"last_write": info.last_write} if self._pass_last_write else {}
         if self._pass_logged:  # a column that stops being logged is not a NaN to alert about
-            extra["logged"] = {c: self.store.logged_mask(info.id, c) for c in ("loss", "grad_norm") if c in frame}
-        findings = self._diagnose(frame, self._pass_settings, status=info.status, now=now, **extra)
+            extra["logged"] = data.masks
+        findings = self._diagnose(data.frame, self._pass_settings, status=info.status, now=now, **extra)
         alerts = []
         for finding in findings:
             rank = getattr(finding, "rank", None)

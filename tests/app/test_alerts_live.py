@@ -18,8 +18,9 @@ def _live_alerts(root: str) -> None:
 
     store = _shared.get_store(root)
     run = _shared.list_runs(store)[0]
-    frame = store.frame(run.id)
-    findings = _alerts.run_findings(store, run, frame, root)
+    data = store.read(run.id)
+    frame = data.frame
+    findings = _alerts.run_findings(run, data, root)
     _alerts.sidebar_badge(findings)
     _alerts.alert_panel(findings)
     _alerts.toast_new(run.id, findings)

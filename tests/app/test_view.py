@@ -209,15 +209,24 @@ def test_live_figures_hold_the_panels_traces_zoom_and_hidden_entries() -> None:
     assert unzoomed["loss_lr"].layout.xaxis.range is None
 
 
-def test_figures_key_changes_with_new_rows_settings_and_zoom() -> None:
-    df = frame(10)
-    settings = view.ChartSettings()
-    key = view.figures_key("r", df, settings, view.ZoomState())
-    assert key == view.figures_key("r", df.copy(), view.ChartSettings(), view.ZoomState())
-    assert key != view.figures_key("r", frame(11), settings, view.ZoomState())
-    assert key != view.figures_key("r", df, view.ChartSettings(log_y=True), view.ZoomState())
-    assert key != view.figures_key("r", df, settings, view.ZoomState(lo=3))
-    assert key != view.figures_key("r", df, settings, view.ZoomState(hidden={"chart_loss_lr": ["lr"]}))
+def test_figures_key_changes_with_new_rows_settings_and_zoom(tmp_path: Path) -> None:
+    from monitor_cb.ingest import RunStore
+    from monitor_cb.writer import MetricsWriter
+
+    writer = MetricsWriter(tmp_path / "r")
+    for s in range(1, 11):
+        writer.log(step=s, loss=1.0 / s)
+    writer.flush()
+    store = RunStore(tmp_path, rescan_interval_s=0)
+    data, settings = store.read("r"), view.ChartSettings()
+    key = view.figures_key(data, settings, view.ZoomState())
+    assert key == view.figures_key(store.read("r"), view.ChartSettings(), view.ZoomState())
+    writer.log(step=11, loss=0.1)
+    writer.close()
+    assert key != view.figures_key(store.read("r"), settings, view.ZoomState())
+    assert key != view.figures_key(data, view.ChartSettings(log_y=True), view.ZoomState())
+    assert key != view.figures_key(data, settings, view.ZoomState(lo=3))
+    assert key != view.figures_key(data, settings, view.ZoomState(hidden={"chart_loss_lr": ["lr"]}))
 
 
 def test_compact_figure_sends_32_bit_arrays_and_a_small_template() -> None:

@@ -18,10 +18,8 @@ def write(run: Path, *, nan_at: int | None = None) -> None:
 
 
 def findings_for(root: Path, run_id: str) -> list:
-    store = RunStore(root)
-    frame = store.frame(run_id)
-    masks = {c: store.logged_mask(run_id, c) for c in ("loss", "grad_norm")}
-    return diagnose(frame, logged=masks)
+    data = RunStore(root).read(run_id)
+    return diagnose(data.frame, logged=data.masks)
 
 
 def test_a_column_that_stops_being_logged_raises_no_nan_alarm(tmp_path: Path) -> None:

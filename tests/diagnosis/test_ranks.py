@@ -53,17 +53,18 @@ def test_eight_rank_files_merge_through_the_store(tmp_path):
     store = RunStore(tmp_path)
     (info,) = store.list_runs()
     assert info.ranks == tuple(range(8)) and info.status == "finished"
-    merged = store.frame(info.id)
+    data = store.read(info.id)
+    merged = data.frame
     assert len(merged) == len(run.frame)
     np.testing.assert_array_equal(merged["step"].to_numpy(), run.frame["step"].to_numpy())
     np.testing.assert_array_equal(merged["rank"].to_numpy(), run.frame["rank"].to_numpy())
     for metric in METRICS:
         np.testing.assert_allclose(merged[metric].to_numpy(), run.frame[metric].to_numpy(), rtol=1e-12)
-    one = store.frame(info.id, rank=3)
+    one = store.read(info.id, rank=3).frame
     expected = run.frame[run.frame["rank"] == 3]
     np.testing.assert_array_equal(one["step"].to_numpy(), expected["step"].to_numpy())
     np.testing.assert_allclose(one["step_time"].to_numpy(), expected["step_time"].to_numpy(), rtol=1e-12)
-    assert store.logged_mask(info.id, "loss").all()
+    assert data.logged("loss").all()
 
     places = read_rank_places(info.path)
     assert places[5] == "host node1, device 1"

@@ -61,7 +61,7 @@ def test_symlinks_and_dotdot_never_leave_the_root(tmp_path: Path) -> None:
     assert {info.id for info in store.list_runs()} == {"ok"}
     for hostile in ("escape", "../secret", "ok/../../secret", "/etc", "."):
         with pytest.raises(KeyError):
-            store.frame(hostile)
+            store.read(hostile)
 
 
 def test_late_appearing_directory_is_found(tmp_path: Path) -> None:
@@ -69,19 +69,19 @@ def test_late_appearing_directory_is_found(tmp_path: Path) -> None:
     assert store.list_runs() == []
     write_run(tmp_path / "late")
     assert [info.id for info in store.list_runs()] == ["late"]
-    assert len(store.frame("late")) == 5
+    assert len(store.read("late")) == 5
 
 
 def test_deleted_run_disappears(tmp_path: Path) -> None:
     write_run(tmp_path / "gone")
     store = store_of(tmp_path)
-    assert len(store.frame("gone")) == 5
+    assert len(store.read("gone")) == 5
     for child in (tmp_path / "gone").iterdir():
         child.unlink()
     (tmp_path / "gone").rmdir()
     assert store.list_runs() == []
     with pytest.raises(KeyError):
-        store.frame("gone")
+        store.read("gone")
 
 
 def test_eight_ranks(tmp_path: Path) -> None:
@@ -90,15 +90,15 @@ def test_eight_ranks(tmp_path: Path) -> None:
     store = store_of(tmp_path)
     (info,) = store.list_runs()
     assert info.ranks == tuple(range(8)) and info.n_records == 80
-    merged = store.frame("dp")
+    merged = store.read("dp").frame
     assert len(merged) == 80
     assert list(merged["step"]) == sorted(merged["step"])
     assert list(merged["rank"][:8]) == list(range(8))
-    three = store.frame("dp", rank=3)
+    three = store.read("dp", rank=3).frame
     assert set(three["rank"]) == {3} and three["loss"].iloc[0] == 4.0
-    assert store.logged_mask("dp", "loss").all()
+    assert store.read("dp").logged("loss").all()
     with pytest.raises(KeyError):
-        store.frame("dp", rank=8)
+        store.read("dp", rank=8)
 
 
 def test_legacy_json_dumps_run_without_metadata(tmp_path: Path) -> None:
@@ -112,9 +112,10 @@ def test_legacy_json_dumps_run_without_metadata(tmp_path: Path) -> None:
     store = store_of(tmp_path)
     (info,) = store.list_runs()
     assert info.status == "running" and info.meta == {}
-    frame = store.frame("article")
+    data = store.read("article")
+    frame = data.frame
     assert list(frame["t"]) == [51.0, 52.0, 53.0] and "ts" not in frame
-    assert math.isnan(frame["loss"].iloc[1]) and store.logged_mask("article", "loss").all()
+    assert math.isnan(frame["loss"].iloc[1]) and data.logged("loss").all()
 
 
 def test_bad_lines_are_counted_with_offsets(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_threads_share_one_read_and_lose_nothing(tmp_path: Path) -> None:
     def viewer() -> None:
         try:
             while not stop.is_set():
-                frame = store.frame("live")
+                frame = store.read("live").frame
                 steps = frame["step"].to_numpy()
                 assert (np.diff(steps) > 0).all()  # sorted, never a duplicate
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -157,7 +158,7 @@ def test_threads_share_one_read_and_lose_nothing(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(10)
     assert errors == []
-    assert list(store.frame("live")["step"]) == list(range(1, 2001))
+    assert list(store.read("live").frame["step"]) == list(range(1, 2001))
 
 
 def test_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +180,7 @@ def test_writer_load_cycle_through_the_store(tmp_path: Path) -> None:
         assert writer.flush()
         assert store.poll() == last - first + 1  # only the new records
         assert store.poll() == 0  # and nothing twice
-        assert list(store.frame("cycle")["step"]) == list(range(1, last + 1))
+        assert list(store.read("cycle").frame["step"]) == list(range(1, last + 1))
     writer.close()
 
 
@@ -191,27 +192,59 @@ def test_resumed_writer_latest_segment_wins(tmp_path: Path) -> None:
         for s in range(6, 13):
             second.log(step=s, loss=2.0)
     store = store_of(tmp_path)
-    frame = store.frame("resume")
+    frame = store.read("resume").frame
     assert list(frame["step"]) == list(range(1, 13))
     assert list(frame["seg"]) == [1] * 5 + [2] * 7 and list(frame["loss"]) == [1.0] * 5 + [2.0] * 7
-    every = store.frame("resume", all_segments=True)
+    every = store.read("resume", all_segments=True).frame
     assert len(every) == 17 and set(every.loc[every["step"] == 8, "loss"]) == {1.0, 2.0}
     assert store.run_info("resume").meta["segment"] == 2
 
 
-def test_logged_mask_matches_this_threads_frame_after_another_thread_polled(tmp_path: Path) -> None:
+def test_a_read_keeps_its_masks_after_other_threads_poll(tmp_path: Path) -> None:
+    """Frame, masks and version travel together: nothing a later poll (any thread) reads changes a read."""
     for rank in (0, 1):
         write_run(tmp_path / "two", steps=5, rank=rank, world=2)
     write_run(tmp_path / "one", steps=5)
     store = store_of(tmp_path)
-    mine = {run: store.frame(run) for run in ("two", "one")}
+    mine = {run: store.read(run) for run in ("two", "one")}
     for run in ("two", "one"):
         path = next((tmp_path / run).glob("*.jsonl"))
         append(path, records(6, 9, eval_acc=0.5))
-        other = threading.Thread(target=store.frame, args=(run,))  # another session polls
+        other = threading.Thread(target=store.read, args=(run,))  # another session polls
         other.start()
         other.join()
-        mask = store.logged_mask(run, "loss")
-        assert len(mask) == len(mine[run]) and mask.all()
-        assert len(store.frame(run)) == len(mine[run]) + 4  # a fresh frame in this thread sees the new rows
-        assert len(store.logged_mask(run, "loss")) == len(mine[run]) + 4  # and its masks follow it
+        old = mine[run]
+        assert len(old.logged("loss")) == len(old.frame) and old.logged("loss").all()
+        assert "eval_acc" not in old.masks and "eval_acc" not in old.frame
+        new = store.read(run)
+        assert len(new) == len(old) + 4 and len(new.logged("loss")) == len(new)  # a new read sees the new rows
+        assert new.version != old.version and new.key != old.key
+        assert new.logged("eval_acc")[-4:].all() and not new.logged("eval_acc")[: len(old)].any()
+
+
+def test_version_changes_exactly_when_the_rows_do(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write_run(tmp_path / "dp", steps=5, rank=rank, world=2)
+    store = store_of(tmp_path)
+    first, again = store.read("dp"), store.read("dp")
+    assert first.key == again.key  # nothing new: the same data version
+    assert first.frame is not again.frame  # but each reader has its own frame object
+    first.frame["mine"] = 1.0  # so a reader adding a column touches nobody else
+    assert "mine" not in store.read("dp").frame
+    assert store.read("dp", rank=1).key != first.key != store.read("dp", all_segments=True).key
+    append(next((tmp_path / "dp").glob("*rank1*.jsonl")), records(6, 6))
+    assert store.read("dp").version != first.version
+
+
+def test_masks_mapping_is_lazy_read_only_and_names_every_logged_column(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write_run(tmp_path / "dp", steps=5, rank=rank, world=2)
+    data = store_of(tmp_path).read("dp")
+    assert list(data.masks) == ["t", "loss", "lr"] and len(data.masks) == 3
+    assert "step" not in data.masks and data.logged("step").all()  # step/rank/seg: always logged, not listed
+    mask = data.masks["loss"]
+    assert mask is data.masks["loss"]  # built once, then shared
+    with pytest.raises(ValueError):
+        mask[0] = False  # read-only: nobody can change what other readers see
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        data.logged("nope")

@@ -22,10 +22,11 @@ def test_event_directory_is_one_run_with_its_ranks(tmp_path: Path) -> None:
     (info,) = store.list_runs()
     assert info.id == "mf/tensorboard" and info.ranks == (0, 1) and info.n_records == 10
     assert (info.first_step, info.last_step) == (1, 5)
-    frame = store.frame(info.id, rank=1)
+    data = store.read(info.id, rank=1)
+    frame = data.frame
     assert list(frame["step"]) == [1, 2, 3, 4, 5]
     assert math.isnan(frame.loc[frame["step"] == 3, "loss"].item()), "NaN kept, not dropped"
-    assert store.logged_mask(info.id, "loss", rank=1)[2], "the NaN was logged"
+    assert data.logged("loss")[2], "the NaN was logged"
     assert frame.loc[frame["step"] == 2, "loss"].item() == pytest.approx(loss_at(2, 1))
     assert frame["step_time"].iloc[0] == pytest.approx(0.25)  # iteration-time is in ms
     assert np.allclose(frame["grad_norm"], [1.5, 2.5, 3.5, 4.5, 5.5])
@@ -34,7 +35,7 @@ def test_event_directory_is_one_run_with_its_ranks(tmp_path: Path) -> None:
         for step in (6, 7):
             mindformers_step(writer, step, loss_at(step, rank))
         writer.sync()
-    frame = store.frame(info.id, rank=0)
+    frame = store.read(info.id, rank=0).frame
     assert list(frame["step"]) == [1, 2, 3, 4, 5, 6, 7]
     assert store.run_info(info.id).n_records == 14
     for writer in writers.values():
@@ -52,7 +53,7 @@ def test_article_jsonl_with_bare_nan_is_a_run(tmp_path: Path) -> None:
     assert "NaN" in (run / "metrics.jsonl").read_text()  # a bare token, as json.dumps writes it
     store = RunStore(tmp_path / "logs")
     (info,) = store.list_runs()
-    frame = store.frame(info.id)
+    frame = store.read(info.id).frame
     assert info.id == "article/exp1" and list(frame["step"]) == [20, 40, 60]
     assert math.isnan(frame["loss"].iloc[1]) and frame["loss"].iloc[2] == math.inf
     assert frame["t"].iloc[0] == 1.7e9 + 20
