@@ -15,7 +15,7 @@ import pandas as pd
 
 from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.figures import dual_axis_figure
+from monitor_cb.charts.figures import ChartOptions, dual_axis_figure
 
 N = 1_000_000
 N_OUT = 2000
@@ -60,7 +60,10 @@ def main() -> None:
         ("downsample_indices, float x", lambda: downsample_indices(step.astype(np.float64), clean, N_OUT)),
         ("naive numpy min/max baseline", lambda: naive_minmax(with_nan, N_OUT)),
         ("ema_debiased (w=0.9)", lambda: ema_debiased(with_nan, 0.9)),
-        ("dual_axis_figure loss|lr, smoothed", lambda: dual_axis_figure(frame, "step", ["loss"], ["lr"], 0.9)),
+        (
+            "dual_axis_figure loss|lr, smoothed",
+            lambda: dual_axis_figure(frame, ["loss"], ["lr"], ChartOptions(smoothing=0.9)),
+        ),
     ]
     kept = downsample_indices(step, with_nan, N_OUT)
     print(f"{N:,} points, n_out={N_OUT}, median/min of {REPEAT} runs")

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
+
+from monitor_cb.charts.options import ChartOptions
 
 ENV_LOGDIR = "MONITOR_LOGDIR"
 ENV_LOGDIR_ALT = "MONITOR_CB_LOGDIR"  # the reading side's name for the same setting
@@ -568,16 +569,35 @@ def _as_float(value: Any) -> float | None:
 # ----------------------------------------------------------------------------- figures
 @dataclass(frozen=True)
 class ChartSettings:
-    """The chart controls of the live page (plain data, so a refresh can rebuild every figure)."""
+    """The chart controls of the live page (plain, hashable data, so a refresh can rebuild every figure).
+
+    ``thresholds`` may be given as a mapping (``parse_thresholds``); it is kept as sorted pairs.
+    """
 
     panels: tuple[str, ...] = DEFAULT_PANELS
     x: str = "step"
     smoothing: float = 0.6
     log_y: bool = False
-    thresholds: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    thresholds: tuple[tuple[str, tuple[float | None, float | None]], ...] | Mapping[str, Any] = ()
     custom_left: tuple[str, ...] = ("loss",)
     custom_right: tuple[str, ...] = ()
     n_out: int = 2000
+
+    def __post_init__(self) -> None:
+        pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds
+        object.__setattr__(self, "thresholds", tuple(sorted((str(k), tuple(v)) for k, v in pairs)))
+
+    def chart_options(self, x_range: tuple[Any, Any] | None = None, uirevision: Any = "live") -> ChartOptions:
+        """The chart options these settings give, with the zoom's x range and the page's ``uirevision``."""
+        return ChartOptions(
+            x=self.x,
+            smoothing=self.smoothing,
+            log_y=self.log_y,
+            thresholds=self.thresholds,
+            n_out=self.n_out,
+            x_range=x_range,
+            uirevision=uirevision,
+        )
 
 
 def zoomed_rows(df: pd.DataFrame, zoom: ZoomState, context: float = 1.0) -> slice | None:
@@ -618,82 +638,34 @@ def live_figures(
     if zoom.active:  # monotonic_x scans the whole run: only for a zoom
         xa = x_axis(df, settings.x)
         x_range = x_range_for(zoom, xa.values, monotonic_x(xa.values), df["step"].to_numpy())
-    common: dict[str, Any] = {
-        "x_range": x_range,
-        "uirevision": uirevision,
-        "logged": logged or None,
-        "n_out": settings.n_out,
-        "rows": zoomed_rows(df, zoom),  # full resolution inside the zoom; smoothing still sees the whole run
-        "cache_key": cache_key,
-    }
-    smooth, log_y, x = settings.smoothing, settings.log_y, settings.x
-    thresholds = dict(settings.thresholds)
+    options = settings.chart_options(x_range, uirevision)
+    # full resolution inside the zoom; smoothing still sees the whole run
+    data = charts.ChartData(df, logged or None, zoomed_rows(df, zoom), None, cache_key)
     figures: dict[str, Any] = {}
     for panel in panels_for(df.columns):
         if panel.key not in settings.panels:
             continue
         if panel.key in ("loss_lr", "speed_grad"):
-            fig = charts.dual_axis_figure(
-                df, x, panel.left, panel.right, smooth, log_y, thresholds, title=panel.title, **common
-            )
+            fig = charts.dual_axis_figure(data, panel.left, panel.right, options, title=panel.title)
         elif panel.key == "custom":
-            fig = charts.dual_axis_figure(
-                df,
-                x,
-                settings.custom_left,
-                settings.custom_right,
-                smooth,
-                log_y,
-                thresholds,
-                title=panel.title,
-                **common,
-            )
+            fig = charts.dual_axis_figure(data, settings.custom_left, settings.custom_right, options, title=panel.title)
         elif panel.key == "eval":
-            fig = charts.eval_figure(df, x, smoothing=smooth, log_y=log_y, **common)
+            fig = charts.eval_figure(data, options)
         elif panel.key == "components":
-            fig = charts.components_figure(df, x, smoothing=smooth, log_y=log_y, **common)
+            fig = charts.components_figure(data, options)
         elif panel.key == "timing":
-            fig = charts.timing_figure(df, x, smoothing=smooth, **common)
+            fig = charts.timing_figure(data, options)
         else:
-            fig = charts.memory_figure(df, x, **common)
+            fig = charts.memory_figure(data, options)
         if panel.key not in ("loss_lr", "speed_grad", "custom"):
             fig.update_layout(title=panel.title)
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))
-        compact_figure(fig)
         figures[panel.key] = fig
     return figures
 
 
 # Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.
 N_OUT_CHOICES = (500, 1000, 2000, 4000)
-
-
-def compact_figure(fig: Any) -> None:
-    """Make a figure cheap to send on every refresh: 32-bit arrays, no per-trace-type template defaults.
-
-    Plotly encodes numpy arrays as base64 typed arrays; float32 keeps 7 significant digits (the
-    hover shows 4), integer x values that fit stay exact as int32, wall-clock x stays datetime.
-    Of the template (7 kB per figure) only what gives a line chart its look is kept. The chart
-    builders already make figures this way; this is for figures built elsewhere.
-    """
-    from monitor_cb.charts.style import TEMPLATE_KEYS, compact_array
-
-    template = fig.layout.template
-    if template is not None and template.layout is not None:
-        look = template.layout.to_plotly_json()
-        extra = set(template.to_plotly_json()) - {"layout"}
-        if extra or not set(look) <= TEMPLATE_KEYS:
-            fig.layout.template = go.layout.Template(layout={k: v for k, v in look.items() if k in TEMPLATE_KEYS})
-    for trace in fig.data:
-        for name in ("x", "y"):
-            values = getattr(trace, name, None)
-            if not isinstance(values, np.ndarray) or values.size == 0:
-                continue
-            small = compact_array(values, is_x=name == "x")
-            if small is not values:
-                # plotly skips an assignment equal in value to the current one: clear it first
-                setattr(trace, name, None)
-                setattr(trace, name, small)
 
 
 CHART_PREFIX = "chart_"
@@ -705,7 +677,7 @@ def figures_key(data: Any, settings: ChartSettings, zoom: ZoomState) -> tuple[An
     Equal keys mean the last figures can be shown again.
     """
     hidden = tuple(sorted((k, tuple(v)) for k, v in zoom.hidden.items()))
-    return (data.key, repr(settings), zoom.lo, zoom.hi, hidden)
+    return (data.key, settings, zoom.lo, zoom.hi, hidden)
 
 
 def hide_traces(fig: Any, names: Iterable[str]) -> None:

@@ -8,10 +8,12 @@ is open, and reused while no record arrived.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import streamlit as st
 
+from monitor_cb.charts.options import ChartData, ChartOptions
 from monitor_cb.charts.ranks import (
     per_rank_figure,
     rank_band_figure,
@@ -57,11 +59,13 @@ def build_figures(
     frame = data.frame
     figures: dict[str, Any] = {}
     uirevision = f"{data.run_id}|ranks|{x}"
+    options = ChartOptions(x=x, smoothing=smoothing, uirevision=uirevision)
+    chart_data = ChartData(frame, data.masks)
     if metric is not None:
         build = per_rank_figure if per_rank else rank_band_figure
-        figures["metric"] = build(frame, metric, x=x, smoothing=smoothing, logged=data.masks, uirevision=uirevision)
+        figures["metric"] = build(chart_data, metric, options)
         if "step_time" in frame.columns:
-            figures["step_time"] = rank_step_time_figure(frame, last=1000, uirevision=uirevision)
+            figures["step_time"] = rank_step_time_figure(chart_data, options, last=1000)
     if telemetry:
-        figures["hardware"] = utilisation_figure(frame, x=x, uirevision=uirevision)
+        figures["hardware"] = utilisation_figure(frame, replace(options, smoothing=0.0))
     return figures

@@ -21,10 +21,20 @@ from typing import Any
 import streamlit as st
 
 from monitor_cb import view
+from monitor_cb.charts.overlay import hidden_runs
 from monitor_cb.compare import runfilter
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
-from monitor_cb.compare.overlay import DEFAULT_POINTS, CompareSettings, RunData, hidden_runs, metric_options
-from monitor_cb.compare.session import CompareView, build_view, diff_table, load_run, report_html, run_key
+from monitor_cb.compare.rundata import RunData, metric_options
+from monitor_cb.compare.session import (
+    DEFAULT_POINTS,
+    CompareSettings,
+    CompareView,
+    build_view,
+    diff_table,
+    load_run,
+    report_html,
+    run_key,
+)
 from monitor_cb.compare.summary import default_eval_metric
 from pages import _shared
 from pages._zoom import CHART_KEY_PREFIX, chart_events

@@ -11,13 +11,16 @@ import pandas as pd
 import pytest
 
 from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.charts.overlay import hidden_runs, overlay_figures, side_by_side_figures
+from monitor_cb.charts.style import escape_html
 from monitor_cb.compare import align as al
 from monitor_cb.compare import replay
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config
 from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
-from monitor_cb.compare.overlay import CompareSettings, RunData, hidden_runs, overlay_figures, plotly_text
+from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.runfilter import filter_runs
+from monitor_cb.compare.session import CompareSettings
 from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
 from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
 
@@ -61,10 +64,16 @@ def test_relative_unit_follows_the_longest_run() -> None:
     assert al.relative_kind([86400, math.nan]) == "elapsed_h"
 
 
+def overlay(runs: list[RunData], settings: CompareSettings) -> tuple[dict, al.Alignment]:
+    """The overlay figures as the compare view builds them."""
+    aligned = al.align_runs(runs, settings.alignment)
+    return overlay_figures(runs, aligned, settings.metrics, settings.chart_options(), settings.hidden), aligned
+
+
 def test_runs_of_different_lengths_and_intervals_overlay_on_one_axis() -> None:
     every = RunData("a", "a", frame(np.arange(1, 1001), np.linspace(3, 1, 1000)))
     tenth = RunData("b", "b", frame(np.arange(10, 501, 10), np.linspace(3, 2, 50)))
-    figs, aligned = overlay_figures([every, tenth], CompareSettings(metrics=("loss",), smoothing=0.0, n_points=200))
+    figs, aligned = overlay([every, tenth], CompareSettings(metrics=("loss",), smoothing=0.0, n_points=200))
     traces = {t.legendgroup: t for t in figs["loss"].data}
     assert set(traces) == {"a", "b"} and aligned.skipped == ()
     xb = np.asarray(traces["b"].x)
@@ -75,7 +84,7 @@ def test_runs_of_different_lengths_and_intervals_overlay_on_one_axis() -> None:
 def test_unalignable_runs_are_skipped_not_fatal() -> None:
     ok = RunData("a", "a", frame([1, 2], [1, 1], samples=[8, 16]))
     no = RunData("b", "b", frame([1, 2], [1, 1]))
-    figs, aligned = overlay_figures([ok, no], CompareSettings(alignment="samples"))
+    figs, aligned = overlay([ok, no], CompareSettings(alignment="samples"))
     assert aligned.skipped == ("b",)
     assert {t.legendgroup for t in figs["loss"].data} == {"a"}
 
@@ -202,7 +211,7 @@ def test_run_colours_are_stable_and_distinct() -> None:
 
 def test_every_trace_of_a_run_shares_its_legend_group_and_colour() -> None:
     runs = [RunData(r, r, frame([1, 2, 3], [1, np.nan, 2], lr=[1, 1, 1])) for r in ("a", "b")]
-    figs, _ = overlay_figures(runs, CompareSettings(metrics=("loss", "lr"), hidden=frozenset({"a"})))
+    figs, _ = overlay(runs, CompareSettings(metrics=("loss", "lr"), hidden=frozenset({"a"})))
     for fig in figs.values():
         for trace in fig.data:
             assert trace.legendgroup in ("a", "b")
@@ -215,7 +224,7 @@ def test_every_trace_of_a_run_shares_its_legend_group_and_colour() -> None:
 
 def test_hostile_names_are_escaped_for_plotly_and_mapped_back() -> None:
     run = RunData("r", "<b>bold</b>", frame([1], [1]))
-    assert plotly_text(run.label) == "&lt;b&gt;bold&lt;/b&gt;"
+    assert escape_html(run.label) == "&lt;b&gt;bold&lt;/b&gt;"
     assert hidden_runs([run], ["&lt;b&gt;bold&lt;/b&gt;"]) == frozenset({"r"})
 
 
@@ -332,7 +341,7 @@ def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:
         }
     )
     run = RunData("r", "r", f)
-    figs, _ = overlay_figures([run], CompareSettings(metrics=("loss",), smoothing=0.0))
+    figs, _ = overlay([run], CompareSettings(metrics=("loss",), smoothing=0.0))
     line = next(t for t in figs["loss"].data if t.name == "r")
     assert np.nanmax(np.asarray(line.y, float)) == 5, "rank 0 drawn, rank 1 left out"
     marks = next(t for t in figs["loss"].data if t.name == "r non-finite")
@@ -344,12 +353,12 @@ def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:
 
 
 def test_side_by_side_zoom_is_drawn_at_full_resolution() -> None:
-    from monitor_cb.compare.overlay import align_runs, side_by_side_figures
-
     run = RunData("r", "r", frame(np.arange(1, 20_001), np.sin(np.arange(20_000) / 50), lr=np.full(20_000, 1e-3)))
-    aligned = align_runs([run], "step").x["r"]
-    zoomed = side_by_side_figures(run, CompareSettings(n_points=500, x_range=(1000, 2000)), aligned)
+    aligned = al.align_runs([run], "step").x["r"]
+    zoomed = side_by_side_figures(
+        run, aligned, "step", CompareSettings(n_points=500, x_range=(1000, 2000)).chart_options()
+    )
     xs = np.concatenate([np.asarray(t.x, float) for t in zoomed[0].data if t.name == "loss"])
     assert xs.min() == 999 and xs.max() == 2001 and xs.size == 1003, "every step of the zoom, one neighbour each side"
-    whole = side_by_side_figures(run, CompareSettings(n_points=500), aligned)
+    whole = side_by_side_figures(run, aligned, "step", CompareSettings(n_points=500).chart_options())
     assert np.asarray(whole[0].data[1].x).size < 2000, "downsampled without a zoom"

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor_cb.compare.overlay import CompareSettings, RunData
-from monitor_cb.compare.session import report_html
+from monitor_cb.compare.rundata import RunData
+from monitor_cb.compare.session import CompareSettings, report_html
 from monitor_cb.report import build_report, table_html
 
 HOSTILE = '</script><script>alert("x")</script><img src=x onerror=alert(1)>'

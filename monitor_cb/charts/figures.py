@@ -6,47 +6,44 @@ faint raw trace behind the solid smoothed one (TensorBoard's EMA), downsampled t
 value, the real value in the hover text) with a dotted line at the first one, and points beyond
 a threshold drawn red. The other builders are thin presets over it for one page panel each.
 
-Common keyword arguments of every builder:
-    x: an x-axis kind from :data:`monitor_cb.analysis.series.X_KINDS` (``step``, ``time``,
-        ``elapsed_min``, ``samples``, ...) or any frame column.
-    smoothing: TensorBoard smoothing weight in ``[0, 1)``; 0 draws only the raw trace.
-    x_range: ``(lo, hi)`` to re-apply a user's zoom (datetimes for ``x="time"``), None = autorange.
-    uirevision: kept constant across refreshes so zoom and legend clicks survive; change it
-        (e.g. to the run id) to reset them.
-    logged: per-column "was logged" masks (``RunFrame.masks``); without one, every NaN in a
-        column is drawn as a logged NaN. Pass it for sparse columns such as ``eval_*``.
-    n_out: point budget per trace.
-    rank: for a frame merging several ranks, the rank drawn (default the lowest); NaN/±inf of the
-        other ranks are still marked.
-    cache_key: e.g. the run id, for a chart rebuilt on every live refresh: smoothing and
-        downsampling are cached per series and extended with the new rows only (a long series is
-        then downsampled in fixed blocks: same spikes and NaN points, a few different picks).
-    rows: row positions (``iloc``: a slice or an index array) to draw, e.g. a zoomed step range at
-        full resolution. Smoothing and the ``elapsed_*`` origin still use the whole frame, so a
-        zoomed curve is the same curve, not one restarted at the zoom's left edge. None = all rows.
+Every builder takes what to draw from (:class:`~monitor_cb.charts.options.ChartData`: the frame,
+its "was logged" masks, the drawn rows and rank, a cache key; a bare DataFrame works too) and how
+to draw it (:class:`~monitor_cb.charts.options.ChartOptions`: x axis, smoothing, log scale,
+thresholds, point budget, zoom, ``uirevision``, height), which the pages' settings produce.
+
+```python
+options = ChartOptions(x="step", smoothing=0.6, thresholds={"grad_norm": 10.0})
+fig = dual_axis_figure(ChartData(data.frame, logged=data.masks), ["loss"], ["lr"], options)
+```
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from monitor_cb.analysis.downsample import DEFAULT_N_OUT
 from monitor_cb.analysis.series import float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.style import NONFINITE_COLOR, THRESHOLD_COLOR, colors_for, layout_dict
+from monitor_cb.charts.options import (
+    DEFAULT_UIREVISION,
+    ChartData,
+    ChartOptions,
+    Masks,
+    Rows,
+    Threshold,
+    XRange,
+)
+from monitor_cb.charts.style import NONFINITE_COLOR, THRESHOLD_COLOR, Labels, colors_for, layout_dict
 from monitor_cb.charts.traces import (
     FigureSpec,
-    Masks,
     MetricPlot,
     Ranks,
     RowFilter,
-    Rows,
-    Threshold,
     add_first_nonfinite_line,
     add_metric,
     rows_mask,
@@ -56,6 +53,8 @@ __all__ = [
     "DEFAULT_UIREVISION",
     "NONFINITE_COLOR",
     "THRESHOLD_COLOR",
+    "ChartData",
+    "ChartOptions",
     "Masks",
     "Rows",
     "Threshold",
@@ -69,11 +68,10 @@ __all__ = [
     "timing_figure",
 ]
 
-XRange = tuple[Any, Any] | None
-DEFAULT_UIREVISION = "monitor"
 GIB = float(2**30)
 # Schedules, not measurements: an EMA would only make them lag (``lr``, ``lr_group0``, ``loss_scale``).
 SCHEDULE_PATTERN = re.compile(r"^(lr(_group\w*)?|loss_scale)$")
+DEFAULT_OPTIONS = ChartOptions()
 
 
 def is_schedule(metric: str) -> bool:
@@ -82,64 +80,44 @@ def is_schedule(metric: str) -> bool:
 
 
 def dual_axis_figure(
-    df: pd.DataFrame,
-    x: str = "step",
+    data: ChartData | pd.DataFrame,
     left: Sequence[str] = ("loss",),
     right: Sequence[str] = (),
-    smoothing: float = 0.0,
-    log_y: bool = False,
-    thresholds: Mapping[str, Threshold] | None = None,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
+    options: ChartOptions = DEFAULT_OPTIONS,
     *,
-    log_y2: bool = False,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
-    rows: Rows = None,
-    rank: int | None = None,
     title: str | None = None,
     y_title: str | None = None,
     y2_title: str | None = None,
-    height: int | None = None,
     markers: Sequence[str] = (),
-    cache_key: Any = None,
+    log_y2: bool = False,
 ) -> go.Figure:
-    """Metrics ``left`` on the left y axis and ``right`` on the right one, against ``x``.
+    """Metrics ``left`` on the left y axis and ``right`` on the right one, against ``options.x``.
 
     Args:
-        df: a run frame (``step``, ``t``, metric columns), sorted by step.
-        left: metrics for the left axis; columns missing from ``df`` are skipped.
+        data: the frame to draw from (a bare DataFrame: every row, every NaN taken as logged).
+        left: metrics for the left axis; columns missing from the frame are skipped.
         right: metrics for the right axis (``yaxis2``); empty = no right axis.
-        log_y: log scale on the left axis; values <= 0 are left out of the drawn line.
-        thresholds: per metric an upper bound or ``(lower, upper)``; drawn points beyond it are
-            red markers and the bound is a dashed line.
-        log_y2: log scale on the right axis.
+        options: x axis, smoothing, log scale of the left axis, thresholds, budget, zoom, height.
         title, y_title, y2_title: labels; axis titles default to the metric names.
-        height: figure height in px (None = plotly's default).
         markers: metrics drawn raw (never smoothed) as lines with markers: sparse series such as
             ``eval_loss``, where an EMA over a handful of points would only lag. Schedules
             (``lr``, ``lr_group*``, ``loss_scale``: :func:`is_schedule`) are never smoothed either.
-        cache_key: a hashable naming the frame's source (e.g. the run id) for a live chart that is
-            rebuilt on every refresh: the EMA and downsampling of each series are then cached and
-            extended with only the new rows (see :mod:`monitor_cb.analysis.series_cache`).
-        rank: for a frame that merges several ranks (``RunStore.read(run_id).frame``): the rank whose
-            curves are drawn, default the lowest. Non-finite values of every other rank are still
-            drawn as markers (the hover names the rank), so a NaN on rank 5 is never hidden.
+        log_y2: log scale on the right axis.
 
     Returns:
         The figure. Trace names: ``<metric>`` (smoothed, or raw when smoothing is 0),
         ``<metric> (raw)`` (only with smoothing), and the marker traces ``<metric> non-finite`` and
         ``<metric> beyond threshold`` (grouped with the metric in the legend, not listed).
     """
-    ema_debiased([], smoothing)  # validate the weight before any work
-    xa = x_axis(df, x)
-    draw = rows_mask(len(df), rows)
-    ranks = Ranks.of(df, rank)
+    ema_debiased([], options.smoothing)  # validate the weight before any work
+    data = ChartData.of(data)
+    df = data.frame
+    xa = x_axis(df, options.x)
+    filters = RowFilter(data.logged, rows_mask(len(df), data.rows), Ranks.of(df, data.rank))
     fig = FigureSpec()
-    thresholds = thresholds or {}
     first_bad: dict[Any, list[str]] = {}
     colors = colors_for([m for m in (*left, *right) if m in df.columns])
-    for yaxis, metrics, log in (("y", left, log_y), ("y2", right, log_y2)):
+    for yaxis, metrics, log in (("y", left, options.log_y), ("y2", right, log_y2)):
         for metric in metrics:
             if metric not in df.columns:
                 continue
@@ -147,182 +125,107 @@ def dual_axis_figure(
                 metric=metric,
                 yaxis=yaxis,
                 color=colors[metric],
-                smoothing=0.0 if metric in markers or is_schedule(metric) else smoothing,
+                smoothing=0.0 if metric in markers or is_schedule(metric) else options.smoothing,
                 log=log,
-                threshold=thresholds.get(metric),
+                threshold=options.threshold(metric),
                 with_markers=metric in markers,
                 schedule=is_schedule(metric) and metric not in markers,
             )
-            bad_x = add_metric(fig, df, xa, plot, RowFilter(logged, draw, ranks), n_out, cache_key)
+            bad_x = add_metric(fig, df, xa, plot, filters, options.n_out, data.cache_key)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
     for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
         add_first_nonfinite_line(fig, bad_x, names, xa)
     present_right = [m for m in right if m in df.columns]
-    layout = layout_dict(
-        xa,
-        y_title=y_title or ", ".join(m for m in left if m in df.columns),
-        y2_title=(y2_title or ", ".join(present_right)) if present_right else None,
-        log_y=log_y,
-        log_y2=log_y2,
-        x_range=x_range,
-        uirevision=uirevision,
+    labels = Labels(
+        y=y_title or ", ".join(m for m in left if m in df.columns),
+        y2=(y2_title or ", ".join(present_right)) if present_right else None,
         title=title,
-        height=height,
     )
-    return fig.figure(layout)
+    return fig.figure(layout_dict(xa, options, labels, log_y2=log_y2))
 
 
 def eval_figure(
-    df: pd.DataFrame,
-    x: str = "step",
+    data: ChartData | pd.DataFrame,
+    options: ChartOptions = DEFAULT_OPTIONS,
+    *,
     train: str = "loss",
     evals: Sequence[str] | None = None,
-    smoothing: float = 0.0,
-    log_y: bool = False,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
-    *,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
-    rows: Rows = None,
-    rank: int | None = None,
-    cache_key: Any = None,
+    title: str | None = None,
 ) -> go.Figure:
     """Train loss against eval metrics: ``*loss*`` evals share the left axis, others (accuracy) go right.
 
-    ``evals`` defaults to every ``eval_*`` column. Eval points are drawn with markers since they are sparse.
+    ``evals`` defaults to every ``eval_*`` column. Eval points are drawn with markers since they are
+    sparse; thresholds do not apply here.
     """
+    df = ChartData.of(data).frame
     if evals is None:
         evals = [c for c in df.columns if str(c).startswith("eval_")]
     left = [train, *(e for e in evals if "loss" in e)]
     right = [e for e in evals if "loss" not in e]
     return dual_axis_figure(
-        df,
-        x,
+        data,
         left,
         right,
-        smoothing,
-        log_y,
-        None,
-        x_range,
-        uirevision,
-        logged=logged,
-        rows=rows,
-        rank=rank,
-        cache_key=cache_key,
-        n_out=n_out,
+        replace(options, thresholds=()),
         markers=list(evals),
+        title=title,
         y_title="loss",
         y2_title=", ".join(right) if right else None,
     )
 
 
 def components_figure(
-    df: pd.DataFrame,
-    x: str = "step",
+    data: ChartData | pd.DataFrame,
+    options: ChartOptions = DEFAULT_OPTIONS,
+    *,
     total: str = "loss",
     components: Sequence[str] | None = None,
-    smoothing: float = 0.0,
-    log_y: bool = False,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
-    *,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
-    rows: Rows = None,
-    rank: int | None = None,
-    cache_key: Any = None,
+    title: str | None = None,
 ) -> go.Figure:
     """The total loss with its components (``loss_<name>`` columns by default) on one axis."""
+    df = ChartData.of(data).frame
     if components is None:
         components = [c for c in df.columns if str(c).startswith("loss_") and c != "loss_scale"]
     return dual_axis_figure(
-        df,
-        x,
-        [total, *components],
-        (),
-        smoothing,
-        log_y,
-        None,
-        x_range,
-        uirevision,
-        logged=logged,
-        rows=rows,
-        rank=rank,
-        cache_key=cache_key,
-        n_out=n_out,
-        y_title="loss",
+        data, [total, *components], (), replace(options, thresholds=()), title=title, y_title="loss"
     )
 
 
 def timing_figure(
-    df: pd.DataFrame,
-    x: str = "step",
-    smoothing: float = 0.0,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
-    *,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
-    rows: Rows = None,
-    rank: int | None = None,
-    cache_key: Any = None,
+    data: ChartData | pd.DataFrame, options: ChartOptions = DEFAULT_OPTIONS, *, title: str | None = None
 ) -> go.Figure:
     """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
     return dual_axis_figure(
-        df,
-        x,
+        data,
         ["step_time", "data_time"],
         ["throughput"],
-        smoothing,
-        False,
-        None,
-        x_range,
-        uirevision,
-        logged=logged,
-        rows=rows,
-        rank=rank,
-        cache_key=cache_key,
-        n_out=n_out,
+        replace(options, log_y=False, thresholds=()),
+        title=title,
         y_title="seconds per step",
         y2_title="samples/s",
     )
 
 
 def memory_figure(
-    df: pd.DataFrame,
-    x: str = "step",
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
-    *,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
-    rows: Rows = None,
-    rank: int | None = None,
-    cache_key: Any = None,
+    data: ChartData | pd.DataFrame, options: ChartOptions = DEFAULT_OPTIONS, *, title: str | None = None
 ) -> go.Figure:
     """Device memory (allocated, peak) and host RSS in GiB, unsmoothed, on one axis."""
+    data = ChartData.of(data)
+    df = data.frame
     columns = [c for c in ("mem_device", "mem_device_peak", "mem_host_rss") if c in df.columns]
-    keep = [c for c in dict.fromkeys(("step", "t", "rank", "samples", x)) if c in df.columns and c not in columns]
+    keep = [
+        c for c in dict.fromkeys(("step", "t", "rank", "samples", options.x)) if c in df.columns and c not in columns
+    ]
     gib = df[keep].copy()
     for column in columns:
         gib[column] = float_values(df[column]) / GIB
     return dual_axis_figure(
-        gib,
-        x,
+        data.with_frame(gib),
         columns,
         (),
-        0.0,
-        False,
-        None,
-        x_range,
-        uirevision,
-        logged=logged,
-        rows=rows,
-        rank=rank,
-        cache_key=cache_key,
-        n_out=n_out,
+        replace(options, smoothing=0.0, log_y=False, thresholds=()),
+        title=title,
         y_title="GiB",
     )
 

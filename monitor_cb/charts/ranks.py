@@ -16,6 +16,7 @@ Takes the frame of ``RunStore.read(run_id).frame`` (ranks merged, a ``rank`` col
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,19 +24,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from monitor_cb.analysis.downsample import DEFAULT_N_OUT, downsample_indices
+from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.ranks import RankMatrix, frame_ranks, leave_one_out_median, rank_matrix
 from monitor_cb.analysis.series import XAxis, float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.figures import DEFAULT_UIREVISION, GIB, Masks, XRange, dual_axis_figure, empty_figure
-from monitor_cb.charts.style import (
-    GL_MIN_POINTS,
-    NONFINITE_COLOR,
-    PALETTE,
-    RAW_OPACITY,
-    THRESHOLD_COLOR,
-    apply_layout,
-)
+from monitor_cb.charts.figures import DEFAULT_OPTIONS, GIB, dual_axis_figure, empty_figure
+from monitor_cb.charts.options import ChartData, ChartOptions
+from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
+from monitor_cb.charts.style import NONFINITE_COLOR, PALETTE, RAW_OPACITY, THRESHOLD_COLOR, Labels, apply_layout
 from monitor_cb.charts.traces import MetricPlot, Ranks, RowFilter, add_first_nonfinite_line, add_metric
 
 UTILISATION_COLUMNS: tuple[str, ...] = ("gpu_util", "npu_util", "sys_cpu_percent")
@@ -50,21 +46,6 @@ def rank_color(rank: int) -> str:
     return PALETTE[int(rank) % len(PALETTE)]
 
 
-def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
-    """WebGL for long traces, SVG for short ones (as the other builders do)."""
-    trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
-    return trace(x=x, y=y, **kwargs)
-
-
-def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
-    """``y`` with non-finite values (and values <= 0 on a log axis) as NaN gaps."""
-    out = np.where(np.isfinite(y), y, np.nan)
-    if log:
-        with np.errstate(invalid="ignore"):
-            out[out <= 0] = np.nan
-    return out
-
-
 def _rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
@@ -72,41 +53,36 @@ def _rgba(hex_color: str, alpha: float) -> str:
 
 # --------------------------------------------------------------------------- band
 def rank_band_figure(
-    frame: pd.DataFrame,
+    data: ChartData | pd.DataFrame,
     metric: str,
-    x: str = "step",
-    smoothing: float = 0.0,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
+    options: ChartOptions = DEFAULT_OPTIONS,
     *,
-    log_y: bool = False,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
     title: str | None = None,
-    height: int | None = None,
 ) -> go.Figure:
     """Per step, the mean of ``metric`` across ranks in a shaded min-max band.
 
     Args:
-        frame: a merged multi-rank frame (one rank works too: the band is then the line).
+        data: a merged multi-rank frame (one rank works too: the band is then the line) and its
+            "was logged" masks; without them every NaN is a logged NaN.
         metric: the column to draw.
-        x: ``step`` or another x kind of :func:`monitor_cb.analysis.series.x_axis`; a step's x is
-            the latest x among its ranks (the step is done when the last rank is).
-        smoothing: TensorBoard EMA weight on the mean (the raw mean stays, faint); the band is raw.
-        logged: ``RunFrame.masks`` per column; without it every NaN is a logged NaN.
-        n_out: points per trace (buckets of the band).
-        log_y: log scale; values <= 0 leave the line and the band.
+        options: ``x`` is ``step`` or another x kind of :func:`monitor_cb.analysis.series.x_axis`
+            (a step's x is the latest x among its ranks: the step is done when the last rank is);
+            ``smoothing`` is the EMA on the mean (the raw mean stays, faint; the band is raw);
+            ``n_out`` the points per trace (buckets of the band); with ``log_y`` values <= 0 leave
+            the line and the band.
 
     Returns:
         Traces ``<metric> min`` (hidden from the legend), ``<metric> min–max across ranks`` (the band,
         filled to the min), ``<metric> mean (raw)`` (only with smoothing), ``<metric> mean``, and
         ``<metric> non-finite`` (red X per step with a NaN/±inf on some rank; the hover names them).
     """
-    ema_debiased([], smoothing)  # validate the weight before any work
-    m = rank_matrix(frame, metric, logged)
+    ema_debiased([], options.smoothing)  # validate the weight before any work
+    data = ChartData.of(data)
+    frame, log_y, n_out = data.frame, options.log_y, options.n_out
+    m = rank_matrix(frame, metric, data.logged)
     if m is None or not m.logged.any():
-        return empty_figure(f"no {metric} logged yet", height)
-    xa = x_axis(frame, x)
+        return empty_figure(f"no {metric} logged yet", options.height)
+    xa = x_axis(frame, options.x)
     steps_x, keep = _step_x(m, xa)
     values = m.values[keep]
     logged_cells = m.logged[keep]
@@ -121,23 +97,12 @@ def rank_band_figure(
     color = PALETTE[0]
     fig = go.Figure()
     _add_band(fig, metric, m.ranks, step_x, clean, lo, hi, color, n_out)
-    _add_mean(fig, metric, step_x, mean, smoothing, log_y, color, n_out)
+    _add_mean(fig, metric, step_x, mean, options.smoothing, log_y, color, n_out)
     bad = logged_cells & ~np.isfinite(values)
     first_bad = _add_nonfinite(fig, metric, steps, step_x, values, bad, m.ranks, mean, n_out)
     if first_bad is not None:
         add_first_nonfinite_line(fig, first_bad, [metric], _x_of(xa, step_x))
-    apply_layout(
-        fig,
-        xa,
-        y_title=metric,
-        y2_title=None,
-        log_y=log_y,
-        log_y2=False,
-        x_range=x_range,
-        uirevision=uirevision,
-        title=title,
-        height=height,
-    )
+    apply_layout(fig, xa, options, Labels(y=metric, title=title))
     return fig
 
 
@@ -250,9 +215,9 @@ def _add_mean(
     if smoothing > 0:
         smooth = ema_debiased(mean, smoothing)[picked]
         fig.add_trace(
-            _scatter(
+            scatter(
                 x_drawn,
-                _drawable(mean[picked], log),
+                drawable(mean[picked], log),
                 mode="lines",
                 name=f"{metric} mean (raw)",
                 line={"color": color, "width": 1},
@@ -266,9 +231,9 @@ def _add_mean(
     else:
         drawn = mean[picked]
     fig.add_trace(
-        _scatter(
+        scatter(
             x_drawn,
-            _drawable(drawn, log),
+            drawable(drawn, log),
             mode="lines",
             name=f"{metric} mean",
             line={"color": color, "width": 2 if smoothing > 0 else 1.5},
@@ -321,7 +286,7 @@ def _add_nonfinite(
 def _nonfinite_text(metric: str, step: int, row: np.ndarray, bad: np.ndarray, ranks: np.ndarray) -> str:
     groups: dict[str, list[str]] = {}
     for value, rank in zip(row[bad], ranks[bad], strict=True):
-        label = "NaN" if np.isnan(value) else ("+inf" if value > 0 else "-inf")
+        label = nonfinite_label(value)
         groups.setdefault(label, []).append(str(int(rank)))
     parts = [f"{label} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for label, r in groups.items()]
     return f"{metric} = {'; '.join(parts)} at step {step}"
@@ -329,29 +294,24 @@ def _nonfinite_text(metric: str, step: int, row: np.ndarray, bad: np.ndarray, ra
 
 # --------------------------------------------------------------------------- per rank
 def per_rank_figure(
-    frame: pd.DataFrame,
+    data: ChartData | pd.DataFrame,
     metric: str,
-    ranks: Sequence[int] | None = None,
-    x: str = "step",
-    smoothing: float = 0.0,
-    logged: Masks = None,
-    n_out: int = DEFAULT_N_OUT,
+    options: ChartOptions = DEFAULT_OPTIONS,
     *,
-    log_y: bool = False,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
+    ranks: Sequence[int] | None = None,
     title: str | None = None,
-    height: int | None = None,
 ) -> go.Figure:
     """One trace ``rank <r>`` per rank (all by default), each in :func:`rank_color`, NaN/±inf as red X markers.
 
     With smoothing each rank also gets a faint ``rank <r> (raw)`` trace, as :func:`dual_axis_figure`
-    draws; each trace holds at most about ``n_out`` points.
+    draws; each trace holds at most about ``options.n_out`` points.
     """
-    ema_debiased([], smoothing)
+    ema_debiased([], options.smoothing)
+    data = ChartData.of(data)
+    frame, logged = data.frame, data.logged
     if metric not in frame.columns or len(frame) == 0:
-        return empty_figure(f"no {metric} logged yet", height)
-    xa = x_axis(frame, x)  # on the whole frame, so elapsed time starts at the run's first record
+        return empty_figure(f"no {metric} logged yet", options.height)
+    xa = x_axis(frame, options.x)  # on the whole frame, so elapsed time starts at the run's first record
     rank_col = float_values(frame["rank"]) if "rank" in frame.columns else np.zeros(len(frame))
     chosen = frame_ranks(frame) if ranks is None else np.asarray(list(ranks), dtype=np.int64)
     mask = None if logged is None or metric not in logged else np.asarray(logged[metric], dtype=bool)
@@ -366,48 +326,36 @@ def per_rank_figure(
         part = frame.iloc[rows][columns].reset_index(drop=True)
         part[label] = float_values(frame[metric])[rows]
         masks = None if mask is None else {label: mask[rows]}
-        plot = MetricPlot(label, "y", rank_color(rank), smoothing, log_y, None, False)
+        plot = MetricPlot(label, "y", rank_color(rank), options.smoothing, options.log_y, None, False)
         filters = RowFilter(masks, None, Ranks(None, None))
-        bad_x = add_metric(fig, part, _x_of(xa, xa.values[rows]), plot, filters, n_out)
+        bad_x = add_metric(fig, part, _x_of(xa, xa.values[rows]), plot, filters, options.n_out)
         if bad_x is not None and (first_bad is None or bad_x < first_bad):
             first_bad = bad_x
     if first_bad is not None:
         add_first_nonfinite_line(fig, first_bad, [metric], xa)
-    apply_layout(
-        fig,
-        xa,
-        y_title=metric,
-        y2_title=None,
-        log_y=log_y,
-        log_y2=False,
-        x_range=x_range,
-        uirevision=uirevision,
-        title=title,
-        height=height,
-    )
+    apply_layout(fig, xa, options, Labels(y=metric, title=title))
     return fig
 
 
 # --------------------------------------------------------------------------- step time
 def rank_step_time_figure(
-    frame: pd.DataFrame,
-    metric: str = "step_time",
+    data: ChartData | pd.DataFrame,
+    options: ChartOptions = DEFAULT_OPTIONS,
     *,
+    metric: str = "step_time",
     last: int | None = None,
-    n_out: int = DEFAULT_N_OUT,
     ratio_line: float | None = 1.3,
-    uirevision: Any = DEFAULT_UIREVISION,
     title: str | None = None,
-    height: int | None = None,
 ) -> go.Figure:
     """Step time per rank side by side (left) and relative to the other ranks' median per step (right).
 
     Args:
-        frame: a merged multi-rank frame.
+        data: a merged multi-rank frame.
+        options: ``n_out`` is the points per relative-time line; longer runs are cut into buckets
+            drawn at their median (single-step hiccups do not clutter the view; the boxes show the
+            spread); ``uirevision`` and ``height`` as usual. The x axis is always the step.
         metric: the per-rank time column (``step_time``; ``data_time`` works too).
         last: only the last ``last`` steps (a recent straggler is not drowned by a long healthy past).
-        n_out: points per relative-time line; longer runs are cut into buckets drawn at their median
-            (single-step hiccups do not clutter the view; the boxes show the spread).
         ratio_line: a dashed line at this ratio (``DiagnosisSettings.straggler_ratio``), None = none.
             The right panel's y range holds 99.5% of the points and this line (hiccups beyond it are
             one double-click away).
@@ -417,9 +365,9 @@ def rank_step_time_figure(
         99th percentile; the boxes are computed here, not sent as raw points) and a line
         ``rank <r> · <median ratio>×`` on the right.
     """
-    m = rank_matrix(frame, metric)
+    m = rank_matrix(ChartData.of(data).frame, metric)
     if m is None or not np.isfinite(m.values).any():
-        return empty_figure(f"no {metric} logged yet", height)
+        return empty_figure(f"no {metric} logged yet", options.height)
     values = np.where(np.isfinite(m.values) & (m.values > 0), m.values, np.nan)
     steps = m.steps
     if last is not None:
@@ -433,7 +381,7 @@ def rank_step_time_figure(
         horizontal_spacing=0.08,
         subplot_titles=(f"{metric} per rank" + (f" (last {len(steps):,} steps)" if last else ""), "vs other ranks"),
     )
-    bucket_x, bucket_ratio = _bucket_medians(steps, ratio, n_out)
+    bucket_x, bucket_ratio = _bucket_medians(steps, ratio, options.n_out)
     for j, rank in enumerate(m.ranks.tolist()):
         column = values[:, j][np.isfinite(values[:, j])]
         if column.size == 0:
@@ -460,7 +408,7 @@ def rank_step_time_figure(
         finite_ratio = ratio[:, j][np.isfinite(ratio[:, j])]
         typical = float(np.median(finite_ratio)) if finite_ratio.size else float("nan")
         fig.add_trace(
-            _scatter(
+            scatter(
                 bucket_x,
                 bucket_ratio[:, j],
                 mode="lines",
@@ -482,11 +430,11 @@ def rank_step_time_figure(
     fig.update_xaxes(title_text="step", row=1, col=2)
     fig.update_layout(
         title=title,
-        height=height,
+        height=options.height,
         margin={"l": 55, "r": 15, "t": 60, "b": 40},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "x": 0},
         hovermode="x",
-        uirevision=uirevision,
+        uirevision=options.uirevision,
     )
     return fig
 
@@ -531,16 +479,7 @@ def telemetry_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def utilisation_figure(
-    frame: pd.DataFrame,
-    x: str = "step",
-    rank: int | None = None,
-    smoothing: float = 0.0,
-    n_out: int = DEFAULT_N_OUT,
-    *,
-    x_range: XRange = None,
-    uirevision: Any = DEFAULT_UIREVISION,
-    title: str | None = None,
-    height: int | None = None,
+    data: ChartData | pd.DataFrame, options: ChartOptions = DEFAULT_OPTIONS, *, title: str | None = None
 ) -> go.Figure:
     """Utilisation (``gpu_util``, ``npu_util``, ``sys_cpu_percent``, %) left and memory right, against ``x``.
 
@@ -548,11 +487,14 @@ def utilisation_figure(
     ``npu_mem`` from ``npu_mem_util`` x ``npu_mem_total_mb``, ``mem_host_rss``); without any of those,
     ``npu_mem_util`` / ``sys_mem_percent`` in % share the left axis. Absent columns are skipped. The
     telemetry sampler joins a sample to the last logged step's row about once a second, so a NaN here
-    means "not sampled at this step" and is never marked. ``rank``: which rank of a merged frame
-    (default the lowest).
+    means "not sampled at this step" and is never marked. ``data.rank``: which rank of a merged frame
+    (default the lowest); the log scale and thresholds of ``options`` do not apply.
     """
+    source = ChartData.of(data)
+    frame = source.frame
     util = [c for c in UTILISATION_COLUMNS if _has(frame, c)]
-    data = frame[[c for c in ("step", "t", "rank", "samples") if c in frame.columns] + _x_column(frame, x)].copy()
+    columns = [c for c in ("step", "t", "rank", "samples") if c in frame.columns] + _x_column(frame, options.x)
+    data = frame[columns].copy()
     memory: list[str] = []
     for column in MEMORY_BYTES_COLUMNS + HOST_MEMORY_COLUMNS:
         if _has(frame, column):
@@ -566,26 +508,17 @@ def utilisation_figure(
     for column in util + percent:
         data[column] = float_values(frame[column])
     if not util and not memory and not percent:
-        return empty_figure("no utilisation or memory telemetry logged", height)
+        return empty_figure("no utilisation or memory telemetry logged", options.height)
     masks: Mapping[str, np.ndarray] = {c: data[c].notna().to_numpy() for c in (*util, *percent, *memory)}
     left = util + percent
     return dual_axis_figure(
-        data,
-        x,
+        ChartData(data, masks, source.rows, source.rank, source.cache_key),
         left,
         memory,
-        smoothing,
-        False,
-        None,
-        x_range,
-        uirevision,
-        logged=masks,
-        n_out=n_out,
-        rank=rank,
+        replace(options, log_y=False, thresholds=()),
         title=title,
         y_title="utilisation %" if left else None,
         y2_title="GiB" if memory else None,
-        height=height,
     )
 
 

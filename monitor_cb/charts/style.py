@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from monitor_cb.analysis.series import XAxis
+from monitor_cb.charts.options import ChartOptions
 
 NONFINITE_COLOR = "#d62728"
 THRESHOLD_COLOR = "#d62728"
@@ -28,59 +30,34 @@ METRIC_COLORS = {
     "data_time": PALETTE[1],
 }
 RAW_OPACITY = 0.3
-# Traces with more points than this use WebGL; fewer stay SVG (crisper, and browsers cap WebGL contexts).
-GL_MIN_POINTS = 1000
 
 
-def apply_layout(
-    fig: go.Figure,
-    xa: XAxis,
-    *,
-    y_title: str,
-    y2_title: str | None,
-    log_y: bool,
-    log_y2: bool,
-    x_range: tuple[Any, Any] | None,
-    uirevision: Any,
-    title: str | None,
-    height: int | None,
-) -> None:
+@dataclass(frozen=True)
+class Labels:
+    """A figure's texts (plain text; escaped when the layout is built)."""
+
+    y: str
+    y2: str | None = None  # None: no right axis
+    title: str | None = None
+
+
+def apply_layout(fig: go.Figure, xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> None:
     """Axis titles and types, legend on top, small margins, ``uirevision`` and the re-applied zoom."""
-    layout = layout_dict(
-        xa,
-        y_title=y_title,
-        y2_title=y2_title,
-        log_y=log_y,
-        log_y2=log_y2,
-        x_range=x_range,
-        uirevision=uirevision,
-        title=title,
-        height=height,
-    )
+    layout = layout_dict(xa, options, labels, log_y2=log_y2)
     layout.pop("template")  # a figure built elsewhere keeps its own template
     fig.update_layout(layout)
 
 
-def layout_dict(
-    xa: XAxis,
-    *,
-    y_title: str,
-    y2_title: str | None,
-    log_y: bool,
-    log_y2: bool,
-    x_range: tuple[Any, Any] | None,
-    uirevision: Any,
-    title: str | None,
-    height: int | None,
-) -> dict[str, Any]:
+def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> dict[str, Any]:
     """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
     xaxis: dict[str, Any] = {"title": {"text": escape_html(xa.title)}, "type": "date" if xa.is_datetime else "linear"}
-    if x_range is not None:
-        xaxis.update(range=list(x_range), autorange=False)
+    if options.x_range is not None:
+        xaxis.update(range=list(options.x_range), autorange=False)
+    title, y2_title = labels.title, labels.y2
     layout: dict[str, Any] = {
         "template": compact_template(),
         "title": _title(title),
-        "height": height,
+        "height": options.height,
         "margin": {"l": 55, "r": 55 if y2_title else 15, "t": 60 if title else 30, "b": 40},
         # with a title the legend moves right of it, on the same line
         "legend": {
@@ -91,11 +68,11 @@ def layout_dict(
             "x": 1 if title else 0,
         },
         "hovermode": "x",
-        "uirevision": uirevision,
+        "uirevision": options.uirevision,
         "xaxis": xaxis,
         "yaxis": {
-            "title": {"text": escape_html(y_title)},
-            "type": "log" if log_y else "linear",
+            "title": {"text": escape_html(labels.y)},
+            "type": "log" if options.log_y else "linear",
             "exponentformat": "power",
         },
     }

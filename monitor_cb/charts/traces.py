@@ -5,33 +5,20 @@ Internal to :mod:`monitor_cb.charts`; :mod:`monitor_cb.charts.figures` is the pu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from numpy.typing import ArrayLike
 
 from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.series import XAxis, float_values, logged_rows
 from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased
-from monitor_cb.charts.style import (
-    GL_MIN_POINTS,
-    NONFINITE_COLOR,
-    RAW_OPACITY,
-    THRESHOLD_COLOR,
-    compact_array,
-    escape_html,
-)
-
-# A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
-Threshold = float | tuple[float | None, float | None]
-Masks = Mapping[str, ArrayLike] | None
-Rows = ArrayLike | slice | None
-
+from monitor_cb.charts.options import Masks, Rows, Threshold
+from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
+from monitor_cb.charts.style import NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR, compact_array, escape_html
 
 # The smoothed line is a trend, and a schedule (lr) is smooth by construction: they are drawn with
 # this fraction of a raw trace's points (a 1M-step run at 2,000 points per raw trace fits 100 kB).
@@ -159,9 +146,9 @@ def add_metric(
     if smooth_all is not None:
         raw_style = {"line": {"color": plot.color, "width": 1}, "opacity": RAW_OPACITY, "showlegend": False}
         fig.add_trace(
-            _scatter_dict(
+            scatter(
                 x_drawn,
-                _drawable(y_drawn, plot.log),
+                drawable(y_drawn, plot.log),
                 name=f"{name} (raw)",
                 hovertemplate=f"{name} raw: %{{y:.4g}}<extra></extra>",
                 **raw_style,
@@ -173,9 +160,9 @@ def add_metric(
         thin = n_out // SMOOTH_POINTS_FRACTION if y.size > n_out else n_out
         at = _downsampled(smooth_key, xv, smooth_all, thin, n_out)
         fig.add_trace(
-            _scatter_dict(
+            scatter(
                 xv[at],
-                _drawable(smooth_all[at], plot.log),
+                drawable(smooth_all[at], plot.log),
                 name=name,
                 line={"color": plot.color, "width": 2},
                 hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
@@ -184,9 +171,9 @@ def add_metric(
         )
     else:
         fig.add_trace(
-            _scatter_dict(
+            scatter(
                 x_drawn,
-                _drawable(y_drawn, plot.log),
+                drawable(y_drawn, plot.log),
                 name=name,
                 line={"color": plot.color, "width": 1.5},
                 hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>",
@@ -270,7 +257,7 @@ class BadPoints:
             suffix = f" (rank {int(ranks.ranks[ranks.mask][0])})" if ranks.mask.any() else ""
         where = [f"step {int(s)}" for s in steps[bad]] if steps is not None else [str(v) for v in xv[bad]]
         metric = escape_html(plot.metric)
-        text = [f"{metric} = {_nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
+        text = [f"{metric} = {nonfinite_label(v)} at {w}{suffix}" for v, w in zip(y[bad], where, strict=True)]
         return cls(xv[bad], _anchor_values(y, bad, plot.log), text)
 
     @classmethod
@@ -299,7 +286,7 @@ class BadPoints:
         if rows.size == 0:
             return cls(xa.values[:0], np.empty(0), [])
         x_other = xa.values[rows]
-        good = np.flatnonzero(~np.isnan(_drawable(drawn_y, plot.log)))
+        good = np.flatnonzero(~np.isnan(drawable(drawn_y, plot.log)))
         if good.size:
             before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
             anchor = drawn_y[good[np.maximum(before, 0)]]
@@ -307,7 +294,7 @@ class BadPoints:
             anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
         steps = df["step"].to_numpy()[rows] if "step" in df.columns else x_other
         text = [
-            f"{escape_html(plot.metric)} = {_nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
+            f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
             for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
         ]
         return cls(x_other, anchor, text)
@@ -443,30 +430,9 @@ def _plain_x(value: Any, is_datetime: bool) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _scatter(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> go.Scatter | go.Scattergl:
-    trace = go.Scattergl if x.size > GL_MIN_POINTS else go.Scatter
-    return trace(x=x, y=y, **kwargs)
-
-
-def _scatter_dict(x: np.ndarray, y: np.ndarray, **kwargs: Any) -> dict[str, Any]:
-    """A line trace as a plain dict with 32-bit arrays (WebGL above ``GL_MIN_POINTS`` points)."""
-    # a budget of GL_MIN_POINTS plus the always-kept ends and extremes still counts as that budget
-    kind = "scattergl" if x.size > GL_MIN_POINTS + 4 else "scatter"
-    return {"type": kind, "x": compact_array(x, is_x=True), "y": compact_array(y, is_x=False), **kwargs}
-
-
-def _drawable(y: np.ndarray, log: bool) -> np.ndarray:
-    """y with non-finite values (and values <= 0 on a log axis) as NaN gaps."""
-    out = np.where(np.isfinite(y), y, np.nan)
-    if log:
-        with np.errstate(invalid="ignore"):
-            out[out <= 0] = np.nan
-    return out
-
-
 def _anchor_values(y: np.ndarray, bad: np.ndarray, log: bool) -> np.ndarray:
     """For each position in ``bad``, the last drawable value before it (else the first after; else 1 or 0)."""
-    good = np.flatnonzero(~np.isnan(_drawable(y, log)))
+    good = np.flatnonzero(~np.isnan(drawable(y, log)))
     if good.size == 0:
         return np.full(bad.size, 1.0 if log else 0.0)
     before = np.searchsorted(good, bad) - 1  # bad positions are never in good
@@ -491,9 +457,3 @@ def _bounds(threshold: Threshold | None) -> tuple[float | None, float | None]:
         lower, upper = threshold
         return lower, upper
     return None, float(threshold)
-
-
-def _nonfinite_label(value: float) -> str:
-    if np.isnan(value):
-        return "NaN"
-    return "+inf" if value > 0 else "-inf"

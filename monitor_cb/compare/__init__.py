@@ -3,7 +3,9 @@
 Modules:
     align: x alignment across runs (step, samples seen, wall time, time since start), a common
         downsampling grid and interval-aware smoothing, so runs logged at different intervals compare.
-    overlay: one ``go.Figure`` per metric overlaying runs, each run a stable colour and legend group.
+    rundata: one run as comparing needs it (frame, masks, metadata), the metrics runs share.
+    session: the compare page's settings and what one refresh computes (figures from
+        :mod:`monitor_cb.charts.overlay`, the summary, the report).
     summary: the NaN-aware summary table.
     configdiff: hyperparameters that differ between runs.
     colors, colordiff: run colours a person can tell apart (CIEDE2000), sticky per view.

@@ -16,12 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.series import X_TITLES, XAxis, float_values, x_axis
+
+if TYPE_CHECKING:
+    from monitor_cb.compare.rundata import RunData
 
 ALIGNMENTS: dict[str, str] = {
     "step": "step",
@@ -45,6 +48,33 @@ class Aligned:
     def numeric(self) -> np.ndarray:
         """x as float64 (datetimes as ns since the epoch, NaT as NaN), for grids and ranges."""
         return as_numeric(self.values)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Every run's x values on the chosen alignment, and the runs that cannot be drawn on it."""
+
+    kind: str
+    x: dict[str, Aligned]
+    skipped: tuple[str, ...]
+    title: str
+    is_datetime: bool
+
+
+def align_runs(runs: Sequence[RunData], alignment: str) -> Alignment:
+    """x values for every run (one relative-time unit for all); runs lacking what the alignment needs are skipped."""
+    relative = relative_kind([duration_s(r.frame) for r in runs]) if alignment == "relative" else None
+    xs: dict[str, Aligned] = {}
+    skipped = []
+    for run in runs:
+        aligned = align(run.frame, alignment, run.meta, relative) if len(run.frame) else None
+        if aligned is None:
+            skipped.append(run.id)
+        else:
+            xs[run.id] = aligned
+    first = next(iter(xs.values()), None)
+    title = first.title if first is not None else alignment
+    return Alignment(alignment, xs, tuple(skipped), title, bool(first and first.is_datetime))
 
 
 def as_numeric(values: np.ndarray) -> np.ndarray:

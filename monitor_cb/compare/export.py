@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from monitor_cb.compare.overlay import RunData
+from monitor_cb.compare.rundata import RunData
 from monitor_cb.ingest.commands_export import write_csv, write_parquet
 
 _ALWAYS = ("step", "rank", "seg")

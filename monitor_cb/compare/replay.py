@@ -163,48 +163,18 @@ def replay_figures(
 
     ``x_range`` fixes the axis (the whole run while it grows); ``marker`` draws a line at a notable step.
     """
-    from monitor_cb.charts.figures import dual_axis_figure, eval_figure
-    from monitor_cb.compare.overlay import set_title
-    from monitor_cb.view import compact_figure
+    from monitor_cb.charts.figures import ChartData, ChartOptions, dual_axis_figure, eval_figure
 
-    masks = dict(logged) if logged else None
-    figures = []
-    for title, left, right in REPLAY_PANELS:
-        if not any(m in frame.columns for m in (*left, *right)):
-            continue
-        figures.append(
-            dual_axis_figure(
-                frame,
-                "step",
-                left,
-                right,
-                smoothing,
-                False,
-                None,
-                x_range,
-                uirevision,
-                logged=masks,
-                rows=rows,
-                n_out=n_out,
-                title=title,
-                height=320,
-            )
-        )
+    data = ChartData(frame, dict(logged) if logged else None, rows)
+    options = ChartOptions(smoothing=smoothing, n_out=n_out, x_range=x_range, uirevision=uirevision, height=320)
+    figures = [
+        dual_axis_figure(data, left, right, options, title=title)
+        for title, left, right in REPLAY_PANELS
+        if any(m in frame.columns for m in (*left, *right))
+    ]
     if any(str(c).startswith("eval_") for c in frame.columns):
-        fig = eval_figure(
-            frame,
-            "step",
-            smoothing=smoothing,
-            x_range=x_range,
-            uirevision=uirevision,
-            logged=masks,
-            rows=rows,
-            n_out=n_out,
-        )
-        set_title(fig, "Eval metrics against train loss", height=320)
-        figures.append(fig)
-    for fig in figures:
-        if marker is not None:
+        figures.append(eval_figure(data, options, title="Eval metrics against train loss"))
+    if marker is not None:
+        for fig in figures:
             fig.add_vline(x=marker.step, line={"color": "#d62728", "width": 1, "dash": "dash"})
-        compact_figure(fig)
     return figures

@@ -1,8 +1,9 @@
 """What one compare-page refresh computes, without Streamlit (the benchmark times :func:`build_view`).
 
-``load_run`` reads a run from a ``RunStore`` into :class:`~monitor_cb.compare.overlay.RunData`;
-``build_view`` makes the overlay (or side-by-side) figures and the summary; ``report_html`` the HTML
-report of the same view.
+``CompareSettings`` is what the page's controls decided; ``load_run`` reads a run from a ``RunStore``
+into :class:`~monitor_cb.compare.rundata.RunData`; ``build_view`` makes the overlay (or side-by-side)
+figures (:mod:`monitor_cb.charts.overlay`) and the summary; ``report_html`` the HTML report of the
+same view.
 """
 
 from __future__ import annotations
@@ -18,16 +19,38 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from monitor_cb.charts.options import ChartOptions
+from monitor_cb.charts.overlay import overlay_figures, side_by_side_figures
+from monitor_cb.compare.align import Alignment, align_runs
 from monitor_cb.compare.configdiff import config_diff, run_config
-from monitor_cb.compare.overlay import (
-    Alignment,
-    CompareSettings,
-    RunData,
-    align_runs,
-    overlay_figures,
-    side_by_side_figures,
-)
+from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.summary import summary_table
+
+DEFAULT_POINTS = 1000  # grid bins per chart; each bin draws up to two points per run
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """What the compare page's controls decided."""
+
+    metrics: tuple[str, ...] = ("loss",)
+    alignment: str = "step"
+    smoothing: float = 0.6
+    log_y: bool = False
+    n_points: int = DEFAULT_POINTS
+    x_range: tuple[Any, Any] | None = None  # in the alignment's units (datetimes for wall time)
+    hidden: frozenset[str] = frozenset()  # run ids the user hid with a legend click
+
+    def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
+        """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
+        return ChartOptions(
+            x=self.alignment,
+            smoothing=self.smoothing,
+            log_y=self.log_y,
+            n_out=self.n_points,
+            x_range=self.x_range,
+            uirevision=uirevision,
+        )
 
 
 def load_run(store: Any, info: Any) -> RunData | None:
@@ -90,16 +113,16 @@ def build_view(
 ) -> CompareView:
     """The figures (overlay, or each run's panels side by side) and the summary table."""
     now = time.time() if now is None else now
-    uirevision = f"{settings.alignment}|{','.join(r.id for r in runs)}"
+    options = settings.chart_options(uirevision=f"{settings.alignment}|{','.join(r.id for r in runs)}")
+    aligned = align_runs(runs, settings.alignment)
     side: dict[str, list[go.Figure]] = {}
+    figures: dict[str, go.Figure] = {}
     if side_by_side:
-        aligned = align_runs(runs, settings.alignment)
         for run in runs:
             if run.id in aligned.x:
-                side[run.id] = side_by_side_figures(run, settings, aligned.x[run.id], uirevision)
-        figures: dict[str, go.Figure] = {}
+                side[run.id] = side_by_side_figures(run, aligned.x[run.id], settings.alignment, options)
     else:
-        figures, aligned = overlay_figures(runs, settings, uirevision)
+        figures = overlay_figures(runs, aligned, settings.metrics, options, settings.hidden)
     return CompareView(figures, side, aligned, summary_table(runs, eval_metric, now), x_bounds(aligned))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.series import first_nonfinite, float_values, latest, logged_rows
-from monitor_cb.compare.overlay import RunData
+from monitor_cb.compare.rundata import RunData
 
 # Eval metrics where lower is better; any other eval metric (accuracy, f1, bleu, ...) is higher-better.
 _LOWER_BETTER = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")

@@ -229,7 +229,7 @@ def test_figures_key_changes_with_new_rows_settings_and_zoom(tmp_path: Path) -> 
     assert key != view.figures_key(data, settings, view.ZoomState(hidden={"chart_loss_lr": ["lr"]}))
 
 
-def test_compact_figure_sends_32_bit_arrays_and_a_small_template() -> None:
+def test_live_figures_send_32_bit_arrays_and_a_small_template() -> None:
     import plotly.io
 
     n = 100_000

@@ -12,6 +12,8 @@ import pytest
 from monitor_cb.charts.figures import (
     NONFINITE_COLOR,
     THRESHOLD_COLOR,
+    ChartData,
+    ChartOptions,
     components_figure,
     dual_axis_figure,
     empty_figure,
@@ -46,7 +48,7 @@ def by_name(fig: go.Figure) -> dict[str, go.BaseTraceType]:
 
 
 def test_traces_and_axes_with_smoothing():
-    fig = dual_axis_figure(make_frame(), "step", ["loss", "grad_norm"], ["lr"], smoothing=0.6)
+    fig = dual_axis_figure(make_frame(), ["loss", "grad_norm"], ["lr"], ChartOptions(smoothing=0.6))
     traces = by_name(fig)
     # lr is a schedule: never smoothed, one trace
     assert set(traces) == {"loss", "loss (raw)", "grad_norm", "grad_norm (raw)", "lr"}
@@ -64,42 +66,42 @@ def test_traces_and_axes_with_smoothing():
 
 def test_smoothed_trace_is_tensorboard_ema():
     df = make_frame(500)
-    fig = dual_axis_figure(df, "step", ["loss"], smoothing=0.9)
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.9))
     smoothed = by_name(fig)["loss"]
     expected = pd.Series(df["loss"]).ewm(alpha=0.1).mean().to_numpy()
     np.testing.assert_allclose(np.asarray(smoothed.y, dtype=float), expected)
 
 
 def test_no_smoothing_draws_one_trace_per_metric_and_no_right_axis():
-    fig = dual_axis_figure(make_frame(), "step", ["loss"], [], smoothing=0.0)
+    fig = dual_axis_figure(make_frame(), ["loss"], [], ChartOptions(smoothing=0.0))
     assert [t.name for t in fig.data] == ["loss"]
     assert "yaxis2" not in fig.to_dict()["layout"]
 
 
 def test_missing_columns_are_skipped():
-    fig = dual_axis_figure(make_frame(100), "step", ["loss", "nope"], ["also_nope"])
+    fig = dual_axis_figure(make_frame(100), ["loss", "nope"], ["also_nope"])
     assert [t.name for t in fig.data] == ["loss"]
 
 
 def test_points_per_trace_are_bounded_and_spike_kept():
     df = make_frame(200_000)
     df.loc[123_456, "loss"] = 40.0
-    fig = dual_axis_figure(df, "step", ["loss"], ["lr"], smoothing=0.8, n_out=1000)
+    fig = dual_axis_figure(df, ["loss"], ["lr"], ChartOptions(smoothing=0.8, n_out=1000))
     for trace in fig.data:
         assert len(trace.x) <= 1002
     raw = by_name(fig)["loss (raw)"]
     assert 40.0 in np.asarray(raw.y)
     assert isinstance(raw, go.Scatter)  # 1000 points: still SVG
-    big = dual_axis_figure(df, "step", ["loss"], smoothing=0.8)
+    big = dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.8))
     assert isinstance(by_name(big)["loss (raw)"], go.Scattergl)  # large series use WebGL
-    assert isinstance(dual_axis_figure(make_frame(100), "step", ["loss"]).data[0], go.Scatter)
+    assert isinstance(dual_axis_figure(make_frame(100), ["loss"]).data[0], go.Scatter)
 
 
 def test_nonfinite_markers_and_first_nonfinite_line():
     df = make_frame(20_000)
     df.loc[[4999, 15_000], "loss"] = [math.nan, math.inf]
     df.loc[9999, "grad_norm"] = -math.inf
-    fig = dual_axis_figure(df, "step", ["loss", "grad_norm"], ["lr"], smoothing=0.6)
+    fig = dual_axis_figure(df, ["loss", "grad_norm"], ["lr"], ChartOptions(smoothing=0.6))
     traces = by_name(fig)
     marks = traces["loss non-finite"]
     assert list(marks.x) == [5000, 15_001]
@@ -129,14 +131,14 @@ def test_first_nonfinite_label_runs_towards_the_middle():
     for at, anchor in ((18_000, "right"), (1000, "left")):
         df = make_frame(20_000)
         df.loc[at, "loss"] = math.nan
-        (label,) = dual_axis_figure(df, "step", ["loss"]).layout.annotations
+        (label,) = dual_axis_figure(df, ["loss"]).layout.annotations
         assert label.xanchor == anchor and label.x == at + 1
 
 
 def test_nonfinite_marker_before_any_finite_value():
     df = make_frame(10)
     df.loc[0, "loss"] = math.nan
-    fig = dual_axis_figure(df, "step", ["loss"])
+    fig = dual_axis_figure(df, ["loss"])
     marks = by_name(fig)["loss non-finite"]
     assert marks.y[0] == pytest.approx(df.loc[1, "loss"])  # falls back to the first finite value after
 
@@ -144,7 +146,7 @@ def test_nonfinite_marker_before_any_finite_value():
 def test_long_nan_tail_is_capped():
     df = make_frame(100_000)
     df.loc[50_000:, "loss"] = math.nan
-    fig = dual_axis_figure(df, "step", ["loss"], n_out=500)
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(n_out=500))
     assert len(by_name(fig)["loss non-finite"].x) <= 502
     assert by_name(fig)["loss non-finite"].x[0] == 50_001
 
@@ -152,7 +154,7 @@ def test_long_nan_tail_is_capped():
 def test_threshold_points_red_and_line_drawn():
     df = make_frame(1000)
     df.loc[[100, 600], "grad_norm"] = [12.0, 30.0]
-    fig = dual_axis_figure(df, "step", ["loss"], ["grad_norm"], thresholds={"grad_norm": 10.0})
+    fig = dual_axis_figure(df, ["loss"], ["grad_norm"], ChartOptions(thresholds={"grad_norm": 10.0}))
     beyond = by_name(fig)["grad_norm beyond threshold"]
     assert list(beyond.x) == [101, 601] and list(beyond.y) == [12.0, 30.0]
     assert beyond.marker.color == THRESHOLD_COLOR and beyond.yaxis == "y2"
@@ -164,14 +166,14 @@ def test_threshold_lower_and_upper_bounds():
     df = make_frame(1000)
     df.loc[5, "loss"] = 0.01
     df.loc[6, "loss"] = 9.0
-    fig = dual_axis_figure(df, "step", ["loss"], thresholds={"loss": (0.1, 5.0)})
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(thresholds={"loss": (0.1, 5.0)}))
     assert list(by_name(fig)["loss beyond threshold"].x) == [6, 7]
 
 
 def test_log_y_masks_non_positive_values():
     df = make_frame(1000)
     df.loc[[10, 20], "loss"] = [0.0, -1.0]
-    fig = dual_axis_figure(df, "step", ["loss"], ["lr"], smoothing=0.5, log_y=True, log_y2=True)
+    fig = dual_axis_figure(df, ["loss"], ["lr"], ChartOptions(smoothing=0.5, log_y=True), log_y2=True)
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
     for name in ("loss", "loss (raw)"):
         y = np.asarray(by_name(fig)[name].y, dtype=float)
@@ -185,22 +187,22 @@ def test_log_y_nan_marker_is_positive():
     df = make_frame(100)
     df["loss"] = -1.0
     df.loc[50, "loss"] = math.nan
-    fig = dual_axis_figure(df, "step", ["loss"], log_y=True)
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(log_y=True))
     assert by_name(fig)["loss non-finite"].y[0] > 0
 
 
 def test_x_range_and_uirevision():
-    fig = dual_axis_figure(make_frame(), "step", ["loss"], x_range=(100, 900), uirevision="run-7")
+    fig = dual_axis_figure(make_frame(), ["loss"], options=ChartOptions(x_range=(100, 900), uirevision="run-7"))
     assert tuple(fig.layout.xaxis.range) == (100, 900)
     assert fig.layout.uirevision == "run-7"
-    assert dual_axis_figure(make_frame(), "step", ["loss"]).layout.xaxis.range is None
+    assert dual_axis_figure(make_frame(), ["loss"]).layout.xaxis.range is None
 
 
 @pytest.mark.parametrize("kind", ["time", "elapsed_min", "samples"])
 def test_x_kinds(kind):
     df = make_frame(3000)
     df.loc[100, "loss"] = math.nan
-    fig = dual_axis_figure(df, kind, ["loss"], smoothing=0.3)
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(x=kind, smoothing=0.3))
     raw = by_name(fig)["loss (raw)"]
     if kind == "time":
         assert fig.layout.xaxis.type == "date"
@@ -214,7 +216,7 @@ def test_time_x_range_and_vline():
     df = make_frame(1000)
     df.loc[500, "loss"] = math.nan
     lo, hi = pd.Timestamp(T0, unit="s"), pd.Timestamp(T0 + 100, unit="s")
-    fig = dual_axis_figure(df, "time", ["loss"], x_range=(lo, hi))
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(x="time", x_range=(lo, hi)))
     assert tuple(fig.layout.xaxis.range) == (lo, hi)
     line = next(s for s in fig.layout.shapes if s.yref == "paper")
     assert pd.Timestamp(line.x0) == pd.Timestamp(T0 + 501 * 0.2, unit="s").round("ms")
@@ -226,7 +228,7 @@ def test_logged_masks_keep_sparse_eval_columns_clean():
     df["eval_loss"] = np.nan
     df.loc[199::200, "eval_loss"] = np.linspace(3, 1, 10)
     logged = {"eval_loss": df["eval_loss"].notna().to_numpy()}
-    fig = eval_figure(df, "step", logged=logged, smoothing=0.6)
+    fig = eval_figure(ChartData(df, logged=logged), ChartOptions(smoothing=0.6))
     traces = by_name(fig)
     assert "eval_loss non-finite" not in traces
     assert len(traces["eval_loss"].x) == 10 and traces["eval_loss"].mode == "lines+markers"
@@ -266,38 +268,40 @@ def test_empty_figure_and_empty_frame():
     fig = empty_figure("waiting for the first record")
     assert fig.layout.annotations[0].text == "waiting for the first record"
     empty = make_frame(0)
-    assert len(dual_axis_figure(empty, "step", ["loss"], ["lr"], smoothing=0.6).data) == 0
+    assert len(dual_axis_figure(empty, ["loss"], ["lr"], ChartOptions(smoothing=0.6)).data) == 0
 
 
 def test_bad_smoothing_rejected():
     with pytest.raises(ValueError, match="smoothing"):
-        dual_axis_figure(make_frame(10), "step", ["loss"], smoothing=1.0)
+        dual_axis_figure(make_frame(10), ["loss"], options=ChartOptions(smoothing=1.0))
 
 
 def test_rows_draws_a_zoomed_range_smoothed_over_the_whole_run():
     df = make_frame(20_000)
     df.loc[5500, "loss"] = math.nan
-    full = by_name(dual_axis_figure(df, "step", ["loss"], smoothing=0.9, n_out=100_000))["loss"]
-    zoomed = dual_axis_figure(df, "elapsed_s", ["loss"], smoothing=0.9, rows=slice(5000, 6000))
+    full = by_name(dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.9, n_out=100_000)))["loss"]
+    zoomed = dual_axis_figure(
+        ChartData(df, rows=slice(5000, 6000)), ["loss"], options=ChartOptions(x="elapsed_s", smoothing=0.9)
+    )
     traces = by_name(zoomed)
     assert len(traces["loss (raw)"].x) == 1000  # every point of the range, no downsampling
     np.testing.assert_allclose(np.asarray(traces["loss"].y, dtype=float), np.asarray(full.y, dtype=float)[5000:6000])
     assert traces["loss (raw)"].x[0] == pytest.approx(5000 * 0.2)  # elapsed measured from the run's start
     assert list(traces["loss non-finite"].x) == [pytest.approx(5500 * 0.2)]
-    positions = dual_axis_figure(df, "step", ["loss"], rows=np.arange(100, 200))
+    positions = dual_axis_figure(ChartData(df, rows=np.arange(100, 200)), ["loss"])
     assert list(by_name(positions)["loss"].x) == list(range(101, 201))
-    assert len(dual_axis_figure(df, "step", ["loss"], rows=slice(0, 0)).data) == 0
+    assert len(dual_axis_figure(ChartData(df, rows=slice(0, 0)), ["loss"]).data) == 0
 
 
 def test_colours_are_stable_per_metric_and_distinct_within_a_figure():
     df = make_frame(100)
     for i in range(12):
         df[f"m{i}"] = float(i)
-    a = by_name(dual_axis_figure(df, "step", ["grad_norm", "m0"], ["loss"]))
-    b = by_name(dual_axis_figure(df, "step", ["loss"], ["lr"]))
+    a = by_name(dual_axis_figure(df, ["grad_norm", "m0"], ["loss"]))
+    b = by_name(dual_axis_figure(df, ["loss"], ["lr"]))
     assert a["loss"].line.color == b["loss"].line.color
     assert len({a[n].line.color for n in ("grad_norm", "m0", "loss")}) == 3
-    many = dual_axis_figure(df, "step", [f"m{i}" for i in range(12)])
+    many = dual_axis_figure(df, [f"m{i}" for i in range(12)])
     assert len({t.line.color for t in many.data}) == 9  # the whole palette is used before repeating
 
 
@@ -305,7 +309,7 @@ def test_nullable_dtypes_and_missing_x_values():
     df = make_frame(100)
     df["samples"] = pd.array([None, *range(32, 32 * 100, 32)], dtype="Int64")
     df["loss"] = df["loss"].astype("Float64")
-    fig = dual_axis_figure(df, "samples", ["loss"])
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(x="samples"))
     assert len(fig.data[0].x) == 99  # the row without an x value is left out
 
 
@@ -324,7 +328,7 @@ def test_merged_ranks_draw_one_rank_and_mark_nans_of_all():
     df = merged_ranks()
     bad_row = df.index[(df["rank"] == 2) & (df["step"] == 1500)][0]
     df.loc[bad_row, "loss"] = math.nan
-    fig = dual_axis_figure(df, "step", ["loss"], smoothing=0.5)
+    fig = dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.5))
     traces = by_name(fig)
     raw = traces["loss (raw)"]
     assert len(raw.x) == 2000 and (np.diff(np.asarray(raw.x)) > 0).all()  # one rank, no zig-zag
@@ -333,14 +337,14 @@ def test_merged_ranks_draw_one_rank_and_mark_nans_of_all():
     assert list(marks.x) == [1500] and "rank 2" in marks.text[0]
     assert marks.y[0] == pytest.approx(df.loc[(df["rank"] == 0) & (df["step"] == 1500), "loss"].iloc[0])
     assert any("1500" in a.text for a in fig.layout.annotations)
-    rank3 = by_name(dual_axis_figure(df, "step", ["loss"], rank=3))["loss"]
+    rank3 = by_name(dual_axis_figure(ChartData(df, rank=3), ["loss"]))["loss"]
     assert np.asarray(rank3.y, dtype=float).min() > 3
 
 
 def test_single_rank_frame_needs_no_rank_handling():
     df = make_frame(100)
     df.loc[10, "loss"] = math.nan
-    marks = by_name(dual_axis_figure(df, "step", ["loss"]))["loss non-finite"]
+    marks = by_name(dual_axis_figure(df, ["loss"]))["loss non-finite"]
     assert "rank" not in marks.text[0]
 
 
@@ -348,7 +352,7 @@ def test_memory_figure_keeps_rank_and_custom_x():
     df = merged_ranks(100, world=2)
     df["mem_device"] = (1.0 + df["rank"]) * 2**30
     df["my_x"] = df["step"] * 2.0
-    trace = by_name(memory_figure(df, "my_x"))["mem_device"]
+    trace = by_name(memory_figure(df, ChartOptions(x="my_x")))["mem_device"]
     assert len(trace.x) == 100 and set(np.asarray(trace.y)) == {1.0}  # rank 0 only
 
 
@@ -358,11 +362,11 @@ def test_live_cache_gives_the_figure_a_fresh_cache_gives():
     df = make_frame(120_000)
     df.loc[[50_000, 119_990], "loss"] = [math.nan, math.inf]
     df.loc[77_777, "loss"] = 40.0
-    kwargs = {"smoothing": 0.6, "n_out": 1000, "cache_key": "run-a"}
-    dual_axis_figure(df.iloc[:100_000], "step", ["loss"], ["lr"], **kwargs)  # an earlier refresh
-    extended = dual_axis_figure(df, "step", ["loss"], ["lr"], **kwargs)
+    options = ChartOptions(smoothing=0.6, n_out=1000)
+    dual_axis_figure(ChartData(df.iloc[:100_000], cache_key="run-a"), ["loss"], ["lr"], options)  # an earlier refresh
+    extended = dual_axis_figure(ChartData(df, cache_key="run-a"), ["loss"], ["lr"], options)
     series_cache.SERIES_CACHE.clear()
-    fresh = dual_axis_figure(df, "step", ["loss"], ["lr"], **kwargs)
+    fresh = dual_axis_figure(ChartData(df, cache_key="run-a"), ["loss"], ["lr"], options)
 
     assert [t.name for t in extended.data] == [t.name for t in fresh.data]
     for a, b in zip(extended.data, fresh.data, strict=True):
@@ -380,7 +384,7 @@ def test_live_cache_gives_the_figure_a_fresh_cache_gives():
 def test_names_from_run_data_are_escaped_and_hidden_right_axis_draws_no_zero_line():
     df = make_frame(100)
     df["<b>x</b>&"] = df["loss"]
-    fig = dual_axis_figure(df, "step", ["<b>x</b>&"], ["lr"], smoothing=0.5)
+    fig = dual_axis_figure(df, ["<b>x</b>&"], ["lr"], ChartOptions(smoothing=0.5))
     names = {t.name for t in fig.data}
     assert "&lt;b&gt;x&lt;/b&gt;&amp;" in names and not any("<b>" in n for n in names)
     assert all("<b>" not in (t.hovertemplate or "") for t in fig.data)

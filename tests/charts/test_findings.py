@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from monitor_cb.charts.figures import dual_axis_figure
+from monitor_cb.charts.figures import ChartOptions, dual_axis_figure
 from monitor_cb.charts.findings import SEVERITY_COLORS, add_findings, hover_text, step_mapper
 from monitor_cb.diagnosis import Finding
 
@@ -66,7 +66,7 @@ def test_kinds_filter() -> None:
 
 def test_time_axis_maps_steps_to_timestamps() -> None:
     df = frame()
-    fig = dual_axis_figure(df, x="time")
+    fig = dual_axis_figure(df, options=ChartOptions(x="time"))
     add_findings(fig, [Finding("nan", "error", 100, "NaN"), Finding("stalled", "warning", 150, "quiet", end_step=200)],
                  step_mapper(df, "time"))  # fmt: skip
     line, band = finding_shapes(fig)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from monitor_cb.charts.options import ChartData, ChartOptions
 from monitor_cb.charts.ranks import (
     per_rank_figure,
     rank_band_figure,
@@ -46,10 +47,10 @@ def test_band_is_mean_in_min_max_across_ranks(small):
 
 def test_band_with_smoothing_keeps_the_raw_mean():
     frame = healthy_ranks_run(3, n_points=200)
-    fig = rank_band_figure(frame, "loss", smoothing=0.6)
+    fig = rank_band_figure(frame, "loss", ChartOptions(smoothing=0.6))
     assert names(fig)[-2:] == ["loss mean (raw)", "loss mean"]
     with pytest.raises(ValueError, match="smoothing"):
-        rank_band_figure(frame, "loss", smoothing=1.0)
+        rank_band_figure(frame, "loss", ChartOptions(smoothing=1.0))
 
 
 def test_nan_on_one_rank_is_a_marker_naming_it_not_hidden_by_the_mean(small):
@@ -72,12 +73,12 @@ def test_not_logged_is_not_a_nan(small):
     frame = small.copy()
     frame.loc[frame["rank"] == 3, "loss"] = np.nan
     logged = {"loss": (frame["rank"] != 3).to_numpy()}
-    assert "loss non-finite" not in names(rank_band_figure(frame, "loss", logged=logged))
+    assert "loss non-finite" not in names(rank_band_figure(ChartData(frame, logged=logged), "loss"))
     assert "loss non-finite" in names(rank_band_figure(frame, "loss"))
 
 
 def test_band_on_wall_time(small):
-    fig = rank_band_figure(small, "loss", x="time")
+    fig = rank_band_figure(small, "loss", ChartOptions(x="time"))
     assert np.issubdtype(np.asarray(fig.data[-1].x).dtype, np.datetime64)
     assert fig.layout.xaxis.type == "date"
 
@@ -86,16 +87,16 @@ def test_point_budget_and_spikes_survive_on_1m_rows(big):
     frame = big.copy()
     spike_row = int(np.flatnonzero((frame["rank"] == 6).to_numpy())[70_000])
     frame.loc[spike_row, "loss"] = 1e3
-    fig = rank_band_figure(frame, "loss", n_out=2000)
+    fig = rank_band_figure(frame, "loss", ChartOptions(n_out=2000))
     assert all(len(t.x) <= 2000 for t in fig.data)
     hi = next(t for t in fig.data if t.name == "loss min–max across ranks")
     assert max(hi.y) == 1e3 and 6 in set(hi.customdata)
     assert max(next(t for t in fig.data if t.name == "loss mean").y) == pytest.approx(
         frame.groupby("step")["loss"].mean().max()
     )
-    per_rank = per_rank_figure(big, "loss", n_out=2000)
+    per_rank = per_rank_figure(big, "loss", ChartOptions(n_out=2000))
     assert len(per_rank.data) == 8 and all(len(t.x) <= 2002 for t in per_rank.data)
-    st = rank_step_time_figure(big, n_out=2000)
+    st = rank_step_time_figure(big, ChartOptions(n_out=2000))
     assert all(len(t.x) <= 2000 for t in st.data)
 
 
@@ -103,7 +104,7 @@ def test_per_rank_traces_have_stable_colours(small):
     fig = per_rank_figure(small, "loss")
     assert names(fig) == [f"rank {r}" for r in range(8)]
     assert [t.line.color for t in fig.data] == [rank_color(r) for r in range(8)]
-    some = per_rank_figure(small, "loss", ranks=[6, 2], smoothing=0.5)
+    some = per_rank_figure(small, "loss", ChartOptions(smoothing=0.5), ranks=[6, 2])
     assert names(some) == ["rank 6 (raw)", "rank 6", "rank 2 (raw)", "rank 2"]
     assert some.data[1].line.color == rank_color(6) == fig.data[6].line.color
 
@@ -151,7 +152,7 @@ def test_npu_memory_derived_and_percent_memory_without_bytes(small):
     frame["npu_util"] = 50.0
     frame["npu_mem_util"] = 25.0
     frame["npu_mem_total_mb"] = 65536.0
-    fig = utilisation_figure(frame, rank=3)
+    fig = utilisation_figure(ChartData(frame, rank=3))
     assert names(fig) == ["npu_util", "npu_mem"]
     assert fig.data[1].y[0] == pytest.approx(16.0)
     frame = small[["step", "t", "rank", "seg"]].copy()
