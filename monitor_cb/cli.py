@@ -1,8 +1,9 @@
-"""``python -m monitor_cb COMMAND``: the command-line entry point.
+"""``python -m monitor_cb COMMAND`` (or ``monitor-cb COMMAND``): the command-line entry point.
 
-Each command lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> int``; modules are imported only when their command runs, so
-``summary`` never imports MindSpore.
+Each command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``
+(the convention of :mod:`monitor_cb.commands`); building the parser imports only their light
+top levels, so ``summary`` never imports MindSpore. A :class:`~monitor_cb.commands.common.UsageError`
+(or an unreadable path) ends as ``error: ...`` on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -34,8 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from monitor_cb.commands.common import EXIT_USAGE, UsageError
+
     args = build_parser().parse_args(argv)
-    return int(importlib.import_module(args._module).run(args) or 0)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except (UsageError, OSError) as exc:
+        from monitor_cb.storage.urls import redact
+
+        print(f"error: {redact(exc)}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

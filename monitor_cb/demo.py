@@ -20,12 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from monitor_cb.commands.common import UsageError
+from monitor_cb.logroot import LOGDIR_HELP, log_root
+
 FAULTS = ("nan", "grad_explosion", "lr_break", "slow_data", "overfit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=_positive, default=2000, help="training steps (default 2000)")
-    parser.add_argument("--logdir", default="logs", help="root directory of runs (default logs)")
+    parser.add_argument("--logdir", default=None, metavar="PATH", help=f"where the run is written: {LOGDIR_HELP}")
     parser.add_argument("--name", default=None, help="run name (default demo-YYYYmmdd-HHMMSS)")
     parser.add_argument("--log-interval", type=_positive, default=10, help="log every K steps (default 10)")
     parser.add_argument(
@@ -69,10 +72,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         injections = parse_injections(args.inject, args.steps)
     except ValueError as exc:
-        print(f"error: {exc}")
-        return 2
+        raise UsageError(str(exc)) from exc
     name = args.name or time.strftime("demo-%Y%m%d-%H%M%S")
-    run_dir = Path(args.logdir) / name
+    run_dir = log_root(args.logdir) / name
     epochs, per_epoch = epochs_for(args.steps)
     print(f"training the demo Transformer for {epochs * per_epoch} steps -> {run_dir}")
     started = time.perf_counter()

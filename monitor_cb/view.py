@@ -19,10 +19,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.charts.options import ChartOptions
-
-ENV_LOGDIR = "MONITOR_LOGDIR"
-ENV_LOGDIR_ALT = "MONITOR_CB_LOGDIR"  # the reading side's name for the same setting
-DEFAULT_LOGDIR = "logs"
+from monitor_cb.logroot import log_root, logdir_argument
 
 # Sidebar refresh choices: label -> seconds (None = no automatic refresh).
 REFRESH_CHOICES: dict[str, float | None] = {"off": None, "1 s": 1.0, "2 s": 2.0, "5 s": 5.0, "10 s": 10.0}
@@ -56,26 +53,14 @@ class RunLike(Protocol):
 
 # ----------------------------------------------------------------------------- log root
 def resolve_logdir(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None) -> Path:
-    """The log root: ``--logdir PATH`` (after ``--`` in ``streamlit run``), else ``$MONITOR_LOGDIR``, else ``./logs``.
+    """The dashboard's log root (:mod:`monitor_cb.logroot`: ``--logdir PATH`` after ``--`` in ``streamlit
+    run``, else ``$MONITOR_LOGDIR``, else ``./logs``), absolute and resolved; it need not exist yet.
 
-    ``$MONITOR_CB_LOGDIR`` (the reading side's variable) is honoured when ``$MONITOR_LOGDIR`` is unset.
-
-    Returns an absolute, resolved path; it need not exist yet. An object-store URL
-    (``s3://bucket/prefix``) is returned as a string, without any credentials it carried.
+    An object-store URL (``s3://bucket/prefix``) is returned as a string, without any credentials it carried.
     """
-    value: str | None = None
-    for i, arg in enumerate(argv):
-        if arg == "--logdir" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--logdir="):
-            value = arg.split("=", 1)[1]
-    if not value:
-        value = env.get(ENV_LOGDIR) or env.get(ENV_LOGDIR_ALT) or DEFAULT_LOGDIR
-    from monitor_cb.storage.urls import clean_url, is_url, local_path
-
-    if is_url(value):
-        return clean_url(value)  # type: ignore[return-value]
-    path = Path(local_path(value)).expanduser()
+    path = log_root(logdir_argument(argv), env)
+    if isinstance(path, str):
+        return path  # type: ignore[return-value]
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
     return path.resolve()
@@ -97,15 +82,6 @@ def redact(text: object) -> str:
     from monitor_cb.storage.urls import redact as _redact
 
     return _redact(text)
-
-
-def inside_root(root: Path, path: Path) -> bool:
-    """Whether ``path`` resolves to ``root`` or below it (no escape through ``..`` or symlinks)."""
-    try:
-        path.resolve().relative_to(root.resolve())
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 # ----------------------------------------------------------------------------- run list

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.ingest.commands_export import write_csv, write_parquet
+from monitor_cb.ingest.export import write_csv, write_parquet
 
 _ALWAYS = ("step", "rank", "seg")
 

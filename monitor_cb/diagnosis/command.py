@@ -11,18 +11,14 @@ import json
 import sys
 from typing import Any
 
-EXIT_OK, EXIT_ERROR_FINDING, EXIT_USAGE = 0, 1, 2
+from monitor_cb.commands.common import EXIT_FAILURE, EXIT_OK, add_run_arguments, open_run
+
+EXIT_ERROR_FINDING = EXIT_FAILURE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from monitor_cb.ingest.commands_common import add_endpoint_argument
-
-    parser.add_argument("run", metavar="RUN", help="run id under the root (e.g. bert/exp001) or a run directory")
-    parser.add_argument(
-        "--root", default=None, help="log root holding the runs (default: $MONITOR_CB_LOGDIR, else ./logs)"
-    )
+    add_run_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract for tools)")
-    add_endpoint_argument(parser)
     parser.add_argument(
         "--min-severity",
         choices=("info", "warning", "error"),
@@ -37,13 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from monitor_cb.diagnosis.ranks import read_rank_places
     from monitor_cb.diagnosis.settings import load_settings_checked
 
-    try:
-        store, run_id, root = _open(args)
-    except (SystemExit, OSError) as exc:
-        print(_usage_message(exc), file=sys.stderr)
-        return EXIT_USAGE
+    store, run_id = open_run(args)
     info = store.run_info(run_id)
-    settings, problems = load_settings_checked(root)
+    settings, problems = load_settings_checked(store.root)  # a run directory given by path: its own root
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     data = store.read(run_id)
@@ -57,21 +49,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_text(info, findings, shown)
     return EXIT_ERROR_FINDING if any(f.severity == "error" for f in findings) else EXIT_OK
-
-
-def _open(args: argparse.Namespace) -> tuple[Any, str, Any]:
-    """The store, the run id and the log root whose settings apply (the run's own directory when given by path)."""
-    from monitor_cb.ingest.commands_common import open_run
-    from monitor_cb.ingest.store import default_root
-
-    store, run_id = open_run(args)
-    root = getattr(store, "root", None) or (args.root or default_root())
-    return store, run_id, root
-
-
-def _usage_message(exc: BaseException) -> str:
-    text = str(exc.code if isinstance(exc, SystemExit) else exc)
-    return text if text.startswith("error:") else f"error: {text}"
 
 
 def _report(info: Any, findings: list, shown: list) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from monitor_cb.commands.common import UsageError
+
 _CHUNK_EVENTS = 200_000  # events read per poll
 _FLUSH_TIMEOUT = 600.0
 
@@ -35,22 +37,22 @@ def run(args: argparse.Namespace) -> int:
     src: Path = args.src
     dest: Path = args.dest
     if not src.is_dir():
-        return _fail(f"{src} is not a directory; give the TensorBoard log directory (tensorboard_dir)")
+        raise UsageError(f"{src} is not a directory; give the TensorBoard log directory (tensorboard_dir)")
     if not is_tensorboard_run(src):
-        return _fail(f"{src} holds no TensorBoard event files (events.out.tfevents.*), directly or in rank_*/")
+        raise UsageError(f"{src} holds no TensorBoard event files (events.out.tfevents.*), directly or in rank_*/")
     if dest.exists() and any(dest.glob("*.jsonl")):
-        return _fail(f"{dest} already holds metrics files (*.jsonl); choose a new directory")
+        raise UsageError(f"{dest} already holds metrics files (*.jsonl); choose a new directory")
     try:
         reader = TensorBoardRun(src)
     except TensorBoardUnavailable as exc:
-        return _fail(str(exc))
+        raise UsageError(str(exc)) from exc
 
     counts = _convert(reader, src, dest, args.name)
     if counts is None:
         return 1
     total = sum(counts.values())
     if not total:
-        return _fail(f"{src} holds no scalar events; nothing imported")
+        raise UsageError(f"{src} holds no scalar events; nothing imported")
     ranks = ", ".join(f"rank {rank}: {n}" for rank, n in sorted(counts.items()))
     print(f"imported {total} records from {src} into {dest} ({ranks})")
     return 0
@@ -138,11 +140,6 @@ def _set_end_time(meta_path: Path, end: float) -> None:
         print(f"import-tb: could not set end_time in {meta_path}: {exc}", file=sys.stderr)
 
 
-def _fail(message: str) -> int:
-    print(f"import-tb: {message}", file=sys.stderr)
-    return 2
-
-
 def _fail_none(message: str) -> None:
-    print(f"import-tb: {message}", file=sys.stderr)
+    print(f"error: {message}", file=sys.stderr)
     return None

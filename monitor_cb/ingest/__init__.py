@@ -9,21 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["ENV_ROOT", "RunFrame", "RunInfo", "RunStore", "StatusPolicy", "default_root"]
+__all__ = ["RunFrame", "RunInfo", "RunStore", "StatusPolicy"]
 
 _LAZY = {
-    "ENV_ROOT": "monitor_cb.ingest.store",
     "RunFrame": "monitor_cb.ingest.runframe",
     "RunInfo": "monitor_cb.ingest.store",
     "RunStore": "monitor_cb.ingest.store",
-    "default_root": "monitor_cb.ingest.store",
     "StatusPolicy": "monitor_cb.ingest.status",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.ingest.runframe import RunFrame
     from monitor_cb.ingest.status import StatusPolicy
-    from monitor_cb.ingest.store import ENV_ROOT, RunInfo, RunStore, default_root
+    from monitor_cb.ingest.store import RunInfo, RunStore
 
 
 def __getattr__(name: str) -> Any:

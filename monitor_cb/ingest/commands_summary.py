@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from monitor_cb.ingest.commands_common import add_run_arguments, open_run
+from monitor_cb.commands.common import add_run_arguments, open_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

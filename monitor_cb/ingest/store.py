@@ -27,21 +27,14 @@ from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
 from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
+from monitor_cb.logroot import log_root
 from monitor_cb.record import rank_from_filename
 from monitor_cb.storage.urls import is_url
 
 if TYPE_CHECKING:
     import pandas as pd
 
-ENV_ROOT = "MONITOR_LOGDIR"
-DEFAULT_ROOT = "logs"
 _META_CAP = 1 << 20
-
-
-def default_root() -> Path:
-    """The log root: ``$MONITOR_LOGDIR``, else ``./logs`` (a URL there is returned as the string)."""
-    value = os.environ.get(ENV_ROOT) or DEFAULT_ROOT
-    return value if is_url(value) else Path(value)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -78,8 +71,9 @@ class RunStore:
     """Discover runs under ``root`` and read them incrementally; thread-safe.
 
     Args:
-        root: log root; default :func:`default_root`. A URL (``s3://bucket/prefix``) or a
-            :class:`~monitor_cb.ingest.remote.RemoteRoot` reads runs on object storage.
+        root: log root; default :func:`monitor_cb.logroot.log_root` (``$MONITOR_LOGDIR``, else ``./logs``).
+            A URL (``s3://bucket/prefix``) or a :class:`~monitor_cb.ingest.remote.RemoteRoot` reads runs
+            on object storage.
         policy: thresholds for stalled / crashed.
         rescan_interval_s: directories are listed again at most this often.
         max_depth: how deep runs may be nested under the root.
@@ -99,7 +93,7 @@ class RunStore:
         bulk_min_bytes: int = BULK_MIN_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        root = root if root is not None else default_root()
+        root = root if root is not None else log_root()
         self.remote = _remote_root(root)  # the RemoteRoot of a URL root; None for a local directory
         self.root = self.remote.path if self.remote is not None else Path(root)
         self.policy = policy or StatusPolicy()

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from monitor_cb.logroot import env_logdir
 from monitor_cb.notify.alert import GUARD_STOP_KIND, Alert
 from monitor_cb.notify.config import NotifyConfig, load_config
 from monitor_cb.notify.delivery import DeliveryResult, Notifier
@@ -109,11 +110,11 @@ class TrainingNotifier:
 def run_id_for(run_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
     """The id the watcher and dashboard give a run directory: its path relative to the log root.
 
-    ``root`` defaults to ``$MONITOR_LOGDIR``; a run directory outside the root (or no root) is
+    ``root`` defaults to the environment's (``$MONITOR_LOGDIR``); a run directory outside the root (or no root) is
     named by its last component, as a watcher started on its parent directory would name it.
     """
     path = Path(run_dir).resolve()
-    base = root if root is not None else os.environ.get("MONITOR_LOGDIR")
+    base = root if root is not None else env_logdir()
     if base:
         try:
             relative = path.relative_to(Path(base).resolve())

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from pathlib import Path
+
+from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
+from monitor_cb.logroot import ENV_LOGDIR, log_root
+from monitor_cb.storage.urls import is_url, redact
 
 # Keep this module's top-level imports light: the CLI imports it to build its parser.
 
@@ -24,12 +27,9 @@ ENV_CONFIG = "MONITOR_NOTIFY_CONFIG"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "logroot",
-        nargs="?",
-        default=None,
-        metavar="LOGROOT",
-        help="log root holding the runs (default: $MONITOR_LOGDIR, else ./logs)",
+        "logroot", nargs="?", default=None, metavar="LOGROOT", help="the log root, as --logdir gives it"
     )
+    add_logdir_argument(parser)
     parser.add_argument(
         "--config",
         default=None,
@@ -63,8 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--test", action="store_true", help="send one test notification to every channel, print the results, exit"
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
-    from monitor_cb.ingest.commands_common import add_endpoint_argument
-
     add_endpoint_argument(parser)
 
 
@@ -77,12 +75,10 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    from monitor_cb.ingest.commands_common import apply_endpoint
-    from monitor_cb.storage.urls import clean_url, is_url
-
     apply_endpoint(args)
-    root = args.logroot or str(_default_root())
-    root = clean_url(root) if is_url(root) else Path(root)
+    if args.logroot and args.logdir and log_root(args.logroot) != log_root(args.logdir):
+        raise UsageError(f"two log roots given: LOGROOT {redact(args.logroot)} and --logdir {redact(args.logdir)}")
+    root = log_root(args.logroot or args.logdir)
     config_path = args.config or find_config(root)
     try:
         config = load_config(config_path)
@@ -90,11 +86,9 @@ def run(args: argparse.Namespace) -> int:
             config, exec_command=args.exec_command, webhook_url=args.webhook, min_severity=args.min_severity
         )
     except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     if args.interval <= 0:
-        print(f"error: --interval must be > 0, got {args.interval}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--interval must be > 0, got {args.interval}")
     notifier = Notifier(config)
     if args.test:
         return _send_test(notifier)
@@ -102,9 +96,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("monitor_cb.notify").warning(
             "no channels configured (--config FILE, $%s, --exec or --webhook): alerts are only logged", ENV_CONFIG
         )
-    if not is_url(root) and not root.is_dir():
-        print(f"error: log root {root} is not a directory; give LOGROOT or set $MONITOR_LOGDIR", file=sys.stderr)
-        return 2
+    if not is_url(root) and not Path(root).is_dir():
+        raise UsageError(f"log root {root} is not a directory; give --logdir or set ${ENV_LOGDIR}")
     from monitor_cb.notify.watcher import Watcher
 
     watcher = Watcher(root, notifier, state_path=args.state, skip_older=args.skip_older, link=config.link)
@@ -121,10 +114,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         notifier.close(timeout=_close_timeout(config))
     return 0
-
-
-def _default_root() -> str:
-    return os.environ.get("MONITOR_LOGDIR") or "logs"
 
 
 def _close_timeout(config: object) -> float:

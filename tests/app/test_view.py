@@ -42,11 +42,6 @@ def test_logdir_from_argv_env_default(tmp_path: Path) -> None:
     assert view.resolve_logdir(["--logdir", "a"], {"MONITOR_LOGDIR": "b"}, cwd=tmp_path) == tmp_path / "a"
 
 
-def test_inside_root(tmp_path: Path) -> None:
-    assert view.inside_root(tmp_path, tmp_path / "run")
-    assert not view.inside_root(tmp_path / "root", tmp_path / "root" / ".." / "other")
-
-
 # ----------------------------------------------------------------------------- run list
 @pytest.mark.parametrize(
     ("seconds", "text"),

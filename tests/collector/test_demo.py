@@ -57,4 +57,4 @@ def test_the_cli_dispatches_demo_with_its_flags() -> None:
 
     args = build_parser().parse_args(["demo", "--steps", "50", "--inject", "nan@7", "--inject", "overfit@9"])
     assert args._module == "monitor_cb.demo" and args.steps == 50 and args.inject == ["nan@7", "overfit@9"]
-    assert args.on_nan == "warn" and args.log_interval == 10 and args.logdir == "logs"
+    assert args.on_nan == "warn" and args.log_interval == 10 and args.logdir is None

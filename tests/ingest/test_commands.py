@@ -38,9 +38,14 @@ def test_summary_text_accepts_a_run_directory(root: Path, capsys: pytest.Capture
     assert "finished" in text and "loss" in text
 
 
-def test_unknown_run_is_a_clear_error(root: Path) -> None:
-    with pytest.raises(SystemExit, match="no run"):
-        main(["summary", "../../etc", "--root", str(root)])
+def test_unknown_run_is_a_clear_error(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", "../../etc", "--logdir", str(root)]) == 2
+    assert "error: no run '../../etc'" in capsys.readouterr().err
+
+
+def test_parquet_without_output_is_a_usage_error(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "grp/exp1", "--logdir", str(root), "--format", "parquet"]) == 2
+    assert "error: --format parquet needs -o FILE" in capsys.readouterr().err
 
 
 def test_export_csv_keeps_nan_and_blank_for_not_logged(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,97 @@
+"""What every command shares: exit statuses, the usage error, ``--logdir``/``--endpoint-url``, finding the run asked for.
+
+Standard library only at module level: the CLI imports every command module to build its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from monitor_cb.logroot import LOGDIR_HELP, log_root
+
+if TYPE_CHECKING:
+    from monitor_cb.ingest.store import RunStore
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (no such run, a bad flag value); the message says why.
+
+    The CLI prints it as ``error: <message>`` (credentials redacted) on stderr and exits with :data:`EXIT_USAGE`.
+    """
+
+
+def add_logdir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--logdir PATH`` (also spelled ``--root``): the log root, a directory or a URL."""
+    parser.add_argument(
+        "--logdir", "--root", dest="logdir", metavar="PATH", default=None, help=f"{LOGDIR_HELP}; a directory or a URL"
+    )
+
+
+def add_endpoint_argument(parser: argparse.ArgumentParser) -> None:
+    """``--endpoint-url`` for S3-compatible stores (MinIO, Ceph, Huawei OBS)."""
+    parser.add_argument(
+        "--endpoint-url",
+        default=None,
+        metavar="URL",
+        help="S3 API endpoint for s3:// and obs:// URLs (default: $MONITOR_ENDPOINT_URL, $AWS_ENDPOINT_URL_S3, "
+        "$AWS_ENDPOINT_URL, else AWS); credentials come from the AWS environment variables or ~/.aws",
+    )
+
+
+def apply_endpoint(args: argparse.Namespace) -> None:
+    """Make ``--endpoint-url`` the endpoint of every store this process opens."""
+    from monitor_cb.storage.urls import ENV_ENDPOINT
+
+    if getattr(args, "endpoint_url", None):
+        os.environ[ENV_ENDPOINT] = args.endpoint_url
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """RUN (an id under the log root, a run directory or a run's URL), ``--logdir`` and ``--endpoint-url``."""
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        help="run id under the log root (e.g. bert/exp001), a run directory, or a run's URL (s3://bucket/prefix/exp001)",
+    )
+    add_logdir_argument(parser)
+    add_endpoint_argument(parser)
+
+
+def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
+    """A store and the id of the run named by ``args.run``.
+
+    A run directory or URL given directly is read as its own root (so its settings are its own).
+
+    Raises:
+        UsageError: neither a run id under the log root nor a run directory or URL holding metrics.
+    """
+    from monitor_cb.ingest.store import RunStore
+    from monitor_cb.storage.urls import clean_url, is_url, redact
+
+    apply_endpoint(args)
+    try:
+        if is_url(args.run):  # a run given by its URL: read it as its own root
+            store = RunStore(clean_url(args.run))
+            if "." in {info.id for info in store.list_runs()}:
+                return store, "."
+            raise UsageError(f"no run at {redact(args.run)}: no metrics files (*.jsonl or *.jsonl.chunks/) there")
+        root = log_root(args.logdir)
+        store = RunStore(root)
+        store.refresh(force=True)
+        run_id = args.run.strip("/") or "."
+        if run_id in {info.id for info in store.list_runs()}:
+            return store, run_id
+    except (OSError, ValueError) as exc:
+        raise UsageError(redact(exc)) from None
+    if os.path.isdir(args.run):  # a run directory given by path: read it as its own root
+        store = RunStore(Path(args.run))
+        if "." in {info.id for info in store.list_runs()}:
+            return store, "."
+    raise UsageError(
+        f"no run {redact(args.run)!r}: not a run id under {root} and not a directory holding *.jsonl metrics files"
+    )

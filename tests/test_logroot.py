@@ -1,0 +1,30 @@
+"""The log root is decided in one place: --logdir, else $MONITOR_LOGDIR, else $MONITOR_CB_LOGDIR, else ./logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from monitor_cb import view
+from monitor_cb.logroot import log_root, logdir_argument
+
+
+def test_precedence() -> None:
+    env = {"MONITOR_LOGDIR": "/a", "MONITOR_CB_LOGDIR": "/b"}
+    assert log_root("/given", env) == Path("/given")
+    assert log_root(None, env) == Path("/a")
+    assert log_root("", {"MONITOR_CB_LOGDIR": "/b"}) == Path("/b")  # the older name still works
+    assert log_root(None, {}) == Path("logs")
+    assert log_root("~/runs", {}) == Path.home() / "runs"
+
+
+def test_logdir_argument_forms() -> None:
+    assert logdir_argument(["--logdir", "x"]) == "x"
+    assert logdir_argument(["--logdir=y", "--other"]) == "y"
+    assert logdir_argument(["--logdir", "x", "--logdir", "z"]) == "z"
+    assert logdir_argument(["--logdir"]) is None and logdir_argument([]) is None
+
+
+def test_the_dashboard_resolves_the_same_root(tmp_path: Path) -> None:
+    assert view.resolve_logdir(["--logdir", str(tmp_path)], {}) == tmp_path.resolve()
+    assert view.resolve_logdir([], {"MONITOR_CB_LOGDIR": str(tmp_path / "b")}) == (tmp_path / "b").resolve()
+    assert view.resolve_logdir([], {}, cwd=tmp_path) == (tmp_path / "logs").resolve()
