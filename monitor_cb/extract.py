@@ -39,11 +39,6 @@ def to_float(value: Any) -> float:
     return float(value)
 
 
-def is_finite(value: float | None) -> bool:
-    """True for a finite float; None (not logged) counts as finite."""
-    return value is None or math.isfinite(value)
-
-
 def loss_metrics(value: Any, names: Sequence[str] | None = None) -> Metrics:
     """The loss a network returned, as ``{"loss": total, "loss_<name>": component, ...}``.
 

@@ -273,15 +273,6 @@ def format_value(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def step_text(kpis: Kpis) -> str:
-    """``"1,200 / 5,000"`` (or just the step) for the step tile."""
-    if kpis.step is None:
-        return "–"
-    if kpis.total_steps:
-        return f"{kpis.step:,} / {kpis.total_steps:,}"
-    return f"{kpis.step:,}"
-
-
 def nan_banner(first: tuple[int, float] | None, metric: str, now: float) -> str | None:
     """``"loss became NaN at step 412, 3 min ago"`` from ``series.first_nonfinite``'s ``(step, t)``."""
     if first is None:
@@ -328,11 +319,6 @@ def panels_for(columns: Iterable[str]) -> list[Panel]:
     cols = list(columns)
     cols = [c for c in cols if c != "loss_scale"]  # loss_scale is not a loss component
     return [p for p in PANELS if not p.needs or any(_has(cols, n) for n in p.needs)]
-
-
-def component_columns(columns: Iterable[str]) -> list[str]:
-    """``loss_<name>`` component columns (``loss_scale`` is not one)."""
-    return [c for c in columns if c.startswith("loss_") and c != "loss_scale"]
 
 
 # ----------------------------------------------------------------------------- thresholds

@@ -22,10 +22,10 @@ from monitor_cb.charts.ranks import (
     utilisation_figure,
 )
 from monitor_cb.ingest.runframe import RunFrame
+from pages import _shared
 
 CACHE = "ranks_figures"
 RANK_METRICS = ("loss", "grad_norm", "throughput", "step_time", "data_time", "lr")
-PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
 def ranks_section(run: Any, data: RunFrame, x: str, smoothing: float) -> None:
@@ -49,7 +49,7 @@ def ranks_section(run: Any, data: RunFrame, x: str, smoothing: float) -> None:
     if cache.get("key") != key:
         cache.update(key=key, figures=build_figures(data, x, smoothing, metric, per_rank, telemetry))
     for name, fig in cache["figures"].items():
-        st.plotly_chart(fig, key=f"ranks_{name}", config=PLOTLY_CONFIG, theme=None)
+        st.plotly_chart(fig, key=f"ranks_{name}", config=_shared.PLOTLY_CONFIG, theme=None)
 
 
 def build_figures(

@@ -18,6 +18,8 @@ from monitor_cb import view
 
 QUERY_RUN = "run"
 RUN_KEY = "run_select"
+# Every chart's Plotly toolbar: no logo link, no tips popping up over a live chart.
+PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,6 @@ POINTS = (500, 1000, 2000, 4000)
 SIDE_COLUMNS = 3  # panels per row in side-by-side mode
 CHART_PREFIX = CHART_KEY_PREFIX + "cmp_"  # the zoom/legend listener reports charts whose key starts "chart_"
 SIDE_PREFIX = CHART_PREFIX + "side_"
-PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
 def compare_page() -> None:
@@ -368,7 +367,10 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
                 column.markdown(f"**{_shared.md(run.label)}** · {_shared.md(run.status)}")
                 for i, fig in enumerate(result.side[run_id]):
                     column.plotly_chart(
-                        fig, key=f"{SIDE_PREFIX}{start + row.index(run_id)}_{i}", config=PLOTLY_CONFIG, theme=None
+                        fig,
+                        key=f"{SIDE_PREFIX}{start + row.index(run_id)}_{i}",
+                        config=_shared.PLOTLY_CONFIG,
+                        theme=None,
                     )
         return
     if not settings.metrics:
@@ -378,7 +380,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         if not fig.data:
             st.info(f"None of the picked runs logged `{view.escape_code(metric)}`.")
             continue
-        st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=PLOTLY_CONFIG, theme=None)
+        st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
 
 
 # ----------------------------------------------------------------------------- diff and downloads

@@ -32,7 +32,6 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 HIDDEN = "legend_hidden"
 FIGURE_CACHE = "live_figures"
-PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
 
 
@@ -300,7 +299,7 @@ def show(data: LiveData) -> None:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
         return
     for key, fig in data.figures.items():
-        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=PLOTLY_CONFIG, theme=None)
+        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
 
 
 def show_kpis(k: view.Kpis, run: Any) -> None:

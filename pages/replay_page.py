@@ -37,7 +37,6 @@ SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
 REPLAYABLE = ("finished", "failed", "stopped", "crashed")
 SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
 WHOLE_RUN = -1  # the "jump to" choice that replays the whole run
-PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
 
 
 @dataclass(frozen=True)
@@ -275,7 +274,7 @@ def _replay_body(subject: Subject, steps: np.ndarray) -> None:
     show_position(subject, rows, cursor, last)
     figures = replay.replay_figures(subject.frame, subject.logged, rows, x_range=(first, last))
     for i, fig in enumerate(figures):
-        st.plotly_chart(fig, key=f"rp_chart_{i}", config=PLOTLY_CONFIG, theme=None)
+        st.plotly_chart(fig, key=f"rp_chart_{i}", config=_shared.PLOTLY_CONFIG, theme=None)
     if not state.get(K_PLAYING) and state.get("rp_was_playing"):
         state["rp_was_playing"] = False
         st.rerun(scope="app")  # the replay reached its end: stop the timer, show Play again
@@ -310,4 +309,4 @@ def show_window(subject: Subject, item: replay.Notable) -> None:
         subject.frame, subject.logged, rows, marker=item, n_out=max(1000, n_rows), uirevision=f"window{item.step}"
     )
     for i, fig in enumerate(figures):
-        st.plotly_chart(fig, key=f"rp_window_{i}", config=PLOTLY_CONFIG, theme=None)
+        st.plotly_chart(fig, key=f"rp_window_{i}", config=_shared.PLOTLY_CONFIG, theme=None)

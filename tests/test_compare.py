@@ -54,7 +54,6 @@ def test_samples_from_batch_size_else_not_alignable() -> None:
     f = frame([1, 2], [1, 1])
     assert al.align(f, "samples", {"config": {"batch_size": 16}}).values.tolist() == [16, 32]
     assert al.align(f, "samples", {}) is None
-    assert not al.can_align(f, "samples", {})
     assert al.align(f.drop(columns="t"), "wall") is None
 
 

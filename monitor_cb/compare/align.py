@@ -106,14 +106,6 @@ def duration_s(frame: pd.DataFrame) -> float:
     return float(t.max() - t.min()) if t.size else 0.0
 
 
-def can_align(frame: pd.DataFrame, alignment: str, meta: Mapping[str, Any] | None = None) -> bool:
-    """Whether this run can be drawn on ``alignment`` (samples need a logged count or a batch size)."""
-    try:
-        return align(frame, alignment, meta) is not None
-    except KeyError:
-        return False
-
-
 def align(
     frame: pd.DataFrame, alignment: str, meta: Mapping[str, Any] | None = None, relative: str | None = None
 ) -> Aligned | None:

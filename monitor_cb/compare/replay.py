@@ -140,14 +140,6 @@ REPLAY_PANELS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
-def step_range(frame: pd.DataFrame) -> tuple[int, int] | None:
-    """The run's first and last step (the fixed x range while the replay grows)."""
-    if len(frame) == 0:
-        return None
-    steps = frame["step"].to_numpy()
-    return int(steps.min()), int(steps.max())
-
-
 def replay_figures(
     frame: pd.DataFrame,
     logged: Mapping[str, np.ndarray] | None,
