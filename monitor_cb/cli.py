@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import-tb": ("monitor_cb.importers.import_tb", "convert TensorBoard event files (MindFormers) into our format"),
     "diagnose": ("monitor_cb.diagnosis.command", "find training failures in a run; exit 1 on an error finding"),
     "sync": ("monitor_cb.storage.sync_command", "ship a local run to object storage (S3, OBS, MinIO) as it grows"),
+    "dashboard": ("monitor_cb.commands.dashboard", "open the dashboard on a log root (like tensorboard --logdir)"),
 }
 
 

@@ -11,7 +11,7 @@ from monitor_cb.cli import COMMANDS, build_parser, main
 from monitor_cb.writer import MetricsWriter
 
 # commands that read or write runs under a log root
-ROOTED = ("summary", "export", "diagnose", "watch", "demo")
+ROOTED = ("summary", "export", "diagnose", "watch", "demo", "dashboard")
 
 
 def help_text(command: str) -> str:

@@ -1,0 +1,74 @@
+"""``monitor-cb dashboard [--logdir PATH] [--port 8501] [--host 127.0.0.1]``, as ``tensorboard --logdir`` works.
+
+Runs ``streamlit run`` on the dashboard script that ships inside the package (``monitor_cb/app/``:
+the checkout's ``dashboard.py`` and ``pages/``, copied there when the wheel is built), or on the
+checkout's own ``dashboard.py`` when run from a source tree. The checkout's ``.streamlit/config.toml``
+is not there once installed, so its settings are given as flags (:data:`SERVER_OPTIONS`; a test
+keeps the two equal): localhost only, headless, no usage statistics, XSRF protection, no file
+watcher, no error details in the browser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from monitor_cb.commands.common import UsageError
+from monitor_cb.logroot import LOGDIR_HELP, log_root
+
+# The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value).
+SERVER_OPTIONS: dict[str, str] = {
+    "server.address": "127.0.0.1",
+    "server.port": "8501",
+    "server.enableXsrfProtection": "true",
+    "server.enableCORS": "true",
+    "server.fileWatcherType": "none",
+    "server.runOnSave": "false",
+    "server.headless": "true",
+    "server.maxUploadSize": "1",
+    "browser.gatherUsageStats": "false",
+    "browser.serverAddress": "localhost",
+    "client.showErrorDetails": "none",
+    "client.toolbarMode": "viewer",
+    "runner.fastReruns": "true",
+    "theme.base": "light",
+    "theme.primaryColor": "#1f77b4",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logdir", "--root", dest="logdir", metavar="PATH", default=None, help=LOGDIR_HELP)
+    parser.add_argument(
+        "--host",
+        default=SERVER_OPTIONS["server.address"],
+        help="address to listen on (default 127.0.0.1: this machine only; reach it through an SSH tunnel)",
+    )
+    parser.add_argument("--port", type=int, default=int(SERVER_OPTIONS["server.port"]), help="port (default 8501)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("streamlit") is None:
+        raise UsageError("the dashboard needs Streamlit and plotly: pip install 'monitor-cb[dashboard]'")
+    argv = streamlit_argv(app_script(), log_root(args.logdir).resolve(), args.host, args.port)
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)  # the server replaces this process: signals reach it directly
+    return 0  # pragma: no cover - execv does not return
+
+
+def app_script() -> Path:
+    """The dashboard script: inside the installed package, else the source checkout's ``dashboard.py``."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "app" / "dashboard.py", package.parent / "dashboard.py"):
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"the dashboard app is missing from this installation (no {package / 'app' / 'dashboard.py'})")
+
+
+def streamlit_argv(script: Path, root: Path, host: str, port: int) -> list[str]:
+    """``python -m streamlit run SCRIPT --<option> <value>... -- --logdir ROOT``."""
+    options = {**SERVER_OPTIONS, "server.address": host, "server.port": str(port)}
+    flags = [part for key, value in options.items() for part in (f"--{key}", value)]
+    return [sys.executable, "-m", "streamlit", "run", str(script), *flags, "--", "--logdir", str(root)]

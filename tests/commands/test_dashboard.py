@@ -1,0 +1,53 @@
+"""``monitor-cb dashboard``: the streamlit command line it runs, and its defaults against .streamlit/config.toml."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from monitor_cb.cli import build_parser, main
+from monitor_cb.commands import dashboard
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_flags_are_the_checkouts_streamlit_config() -> None:
+    """Installed, there is no .streamlit/config.toml: the command must give the same settings as flags."""
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    flat = {
+        f"{section}.{key}": str(value).lower() if isinstance(value, bool) else str(value)
+        for section, values in config.items()
+        for key, value in values.items()
+    }
+    assert flat == dashboard.SERVER_OPTIONS
+
+
+def test_streamlit_argv(tmp_path: Path) -> None:
+    script = dashboard.app_script()
+    assert script == REPO / "dashboard.py"  # a source checkout runs its own dashboard.py
+    argv = dashboard.streamlit_argv(script, tmp_path, "127.0.0.1", 8600)
+    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(script)]
+    assert argv[-3:] == ["--", "--logdir", str(tmp_path)]
+    pairs = dict(zip(argv[5:-3:2], argv[6:-3:2], strict=True))
+    assert pairs["--server.port"] == "8600" and pairs["--server.address"] == "127.0.0.1"
+    assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
+    assert pairs["--server.enableXsrfProtection"] == "true"
+
+
+def test_parser_defaults_listen_on_localhost_only() -> None:
+    args = build_parser().parse_args(["dashboard", "--logdir", "runs"])
+    assert (args.host, args.port, args.logdir) == ("127.0.0.1", 8501, "runs")
+
+
+def test_without_streamlit_it_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = dashboard.importlib.util.find_spec
+    monkeypatch.setattr(
+        dashboard.importlib.util, "find_spec", lambda name, *a: None if name == "streamlit" else real(name, *a)
+    )
+    assert main(["dashboard"]) == 2
+    assert "pip install 'monitor-cb[dashboard]'" in capsys.readouterr().err
