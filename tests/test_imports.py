@@ -1,0 +1,73 @@
+"""The layer boundaries of ARCHITECTURE.md, for every module of the package.
+
+* Only ``dashboard.py`` and ``pages/`` import Streamlit: no module of ``monitor_cb`` does.
+* Only the training layer imports MindSpore (or MindFormers): importing any other module loads neither.
+
+Each module is imported as a user would (a fresh interpreter imports all of them, then looks at
+``sys.modules``); a failure names the module that pulled the framework in.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The training layer: these may import MindSpore (most only when a function runs).
+TRAINING = frozenset(
+    {
+        "monitor_cb.callback",
+        "monitor_cb.cells",
+        "monitor_cb.lr",
+        "monitor_cb.system",
+        "monitor_cb.mindformers",
+        "monitor_cb.demo",
+        "monitor_cb.demo_model",
+    }
+)
+UI = ("streamlit",)
+FRAMEWORKS = ("mindspore", "mindformers")
+
+
+def all_modules() -> list[str]:
+    names = []
+    for path in sorted((REPO / "monitor_cb").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__main__":
+            continue  # runs the command line when imported
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def loaded_after(modules: list[str]) -> set[str]:
+    """Top-level package names in ``sys.modules`` after importing ``modules`` in a fresh interpreter."""
+    code = "import importlib, sys\n"
+    code += "".join(f"importlib.import_module({name!r})\n" for name in modules)
+    code += "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=300
+    )
+    return set(out.stdout.split())
+
+
+def culprits(modules: list[str], banned: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if set(banned) & loaded_after([m])]
+
+
+def test_the_list_covers_the_package() -> None:
+    names = all_modules()
+    assert "monitor_cb.ingest.store" in names and "monitor_cb.commands.dashboard" in names
+    assert set(names) >= TRAINING, TRAINING - set(names)
+
+
+def test_no_module_of_the_package_imports_streamlit() -> None:
+    modules = all_modules()
+    if set(UI) & loaded_after(modules):
+        raise AssertionError(f"these modules import Streamlit: {culprits(modules, UI)}")
+
+
+def test_only_the_training_layer_imports_mindspore() -> None:
+    modules = [m for m in all_modules() if m not in TRAINING]
+    if set(FRAMEWORKS) & loaded_after(modules):
+        raise AssertionError(f"these modules import MindSpore or MindFormers: {culprits(modules, FRAMEWORKS)}")
