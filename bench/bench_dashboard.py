@@ -134,7 +134,7 @@ def server_time(run: BigRun, repeats: int) -> dict[str, Any]:
     from monitor_cb.ingest import RunStore
 
     t = time.perf_counter()
-    RunStore(run.dir.parent).frame(RUN)
+    RunStore(run.dir.parent).read(RUN)
     cold_load = time.perf_counter() - t
 
     frag = AppTest.from_function(_fragment_script, default_timeout=120)
