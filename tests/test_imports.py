@@ -19,6 +19,7 @@ TRAINING = frozenset(
     {
         "monitor_cb.callback",
         "monitor_cb.cells",
+        "monitor_cb.grad_norm",
         "monitor_cb.lr",
         "monitor_cb.system",
         "monitor_cb.mindformers",

@@ -144,13 +144,10 @@ def store_loader(store: Any) -> Loader:
     def load(info: Any) -> tuple[pd.DataFrame, Mapping[str, np.ndarray]] | None:
         rank = min(info.ranks) if info.ranks else None
         try:
-            frame = store.frame(info.id, rank=rank)
-            masks = {}
-            for column in key_metrics(frame.columns):
-                masks[column] = np.asarray(store.logged_mask(info.id, column, rank=rank), dtype=bool)
+            data = store.read(info.id, rank=rank)
         except (FileNotFoundError, KeyError, ValueError):
             return None
-        return frame, masks
+        return data.frame, data.masks
 
     return load
 
