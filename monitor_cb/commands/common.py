@@ -1,4 +1,4 @@
-"""What every command shares: exit statuses, the usage error, ``--logdir``/``--endpoint-url``, finding the run asked for.
+"""What every command shares: exit statuses, the usage error, --logdir and --endpoint-url, finding a run.
 
 Standard library only at module level: the CLI imports every command module to build its parser.
 """

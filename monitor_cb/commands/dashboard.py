@@ -16,8 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from monitor_cb.commands.common import UsageError
-from monitor_cb.logroot import LOGDIR_HELP, log_root
+from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
+from monitor_cb.logroot import log_root
 
 # The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value).
 SERVER_OPTIONS: dict[str, str] = {
@@ -40,7 +40,8 @@ SERVER_OPTIONS: dict[str, str] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--logdir", "--root", dest="logdir", metavar="PATH", default=None, help=LOGDIR_HELP)
+    add_logdir_argument(parser)
+    add_endpoint_argument(parser)
     parser.add_argument(
         "--host",
         default=SERVER_OPTIONS["server.address"],
@@ -52,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise UsageError("the dashboard needs Streamlit and plotly: pip install 'monitor-cb[dashboard]'")
-    argv = streamlit_argv(app_script(), log_root(args.logdir).resolve(), args.host, args.port)
+    apply_endpoint(args)  # the server inherits it ($MONITOR_ENDPOINT_URL)
+    root = log_root(args.logdir)  # a URL comes back without credentials: they never reach a command line
+    argv = streamlit_argv(app_script(), root if isinstance(root, str) else root.resolve(), args.host, args.port)
     sys.stdout.flush()
     os.execv(sys.executable, argv)  # the server replaces this process: signals reach it directly
     return 0  # pragma: no cover - execv does not return
@@ -67,7 +70,7 @@ def app_script() -> Path:
     raise UsageError(f"the dashboard app is missing from this installation (no {package / 'app' / 'dashboard.py'})")
 
 
-def streamlit_argv(script: Path, root: Path, host: str, port: int) -> list[str]:
+def streamlit_argv(script: Path, root: Path | str, host: str, port: int) -> list[str]:
     """``python -m streamlit run SCRIPT --<option> <value>... -- --logdir ROOT``."""
     options = {**SERVER_OPTIONS, "server.address": host, "server.port": str(port)}
     flags = [part for key, value in options.items() for part in (f"--{key}", value)]

@@ -18,10 +18,10 @@ import threading
 import warnings
 from pathlib import Path
 
+from monitor_cb.commands.common import UsageError, add_endpoint_argument, apply_endpoint
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from monitor_cb.ingest.commands_common import add_endpoint_argument
-
     parser.add_argument("local", metavar="LOCAL_RUN", help="the local run directory (or a log root of several runs)")
     parser.add_argument(
         "url", metavar="URL", help="where it goes, e.g. s3://bucket/runs/exp001 (obs:// for Huawei OBS)"
@@ -42,21 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor_cb.ingest.commands_common import apply_endpoint
     from monitor_cb.storage.shipper import Shipper, UploadOptions
     from monitor_cb.storage.urls import redact
 
     apply_endpoint(args)
     local = Path(args.local)
     if not local.is_dir():
-        print(f"error: {local} is not a directory", file=sys.stderr)
-        return 2
+        raise UsageError(f"{local} is not a directory")
     try:
         options = UploadOptions(args.url, interval_s=args.interval, max_records=args.max_records)
         shipper = Shipper(local, options)
     except (ValueError, TypeError) as exc:
-        print(f"error: {redact(exc)}", file=sys.stderr)
-        return 2
+        raise UsageError(redact(exc)) from None
     warnings.simplefilter("always")
     warnings.showwarning = _show_warning  # type: ignore[assignment]
     target = shipper.remote

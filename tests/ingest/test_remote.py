@@ -62,8 +62,8 @@ def test_remote_runs_read_as_local_ones(s3_env: S3Env, tmp_path: Path) -> None:
             mine.last_step,
         )
         assert str(info.path) == f"s3://{s3_env.bucket}/root/{run_id}"
-        assert_frame_equal(remote.frame(run_id), local.frame(run_id))
-        assert (remote.logged_mask(run_id, "loss") == local.logged_mask(run_id, "loss")).all()
+        assert_frame_equal(remote.read(run_id).frame, local.read(run_id).frame)
+        assert (remote.read(run_id).logged("loss") == local.read(run_id).logged("loss")).all()
 
 
 def test_a_run_url_as_its_own_root(s3_env: S3Env, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_resets_when_the_chunks_are_replaced_by_another_file(s3_env: S3Env, tmp_
     assert (info.n_records, info.first_step) == (10, 100)
     (source,) = store._runs["exp1"].sources.values()
     assert source.tail.resets == 1
-    assert_frame_equal(store.frame("exp1"), RunStore(tmp_path).frame("exp1"))
+    assert_frame_equal(store.read("exp1").frame, RunStore(tmp_path).read("exp1").frame)
 
 
 def test_compacted_chunks_are_not_read_twice(s3_env: S3Env, tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_compacted_chunks_are_not_read_twice(s3_env: S3Env, tmp_path: Path) -> N
     (source,) = store._runs["exp1"].sources.values()
     assert info.n_records == 59 and source.tail.resets == 0
     fresh = remote_store(s3_env.url("root"))
-    assert_frame_equal(fresh.frame("exp1"), store.frame("exp1"))
+    assert_frame_equal(fresh.read("exp1").frame, store.read("exp1").frame)
 
 
 def test_a_chunk_cut_short_waits_until_complete(s3_env: S3Env, tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_real_runs_read_back_identical(s3_env: S3Env) -> None:
         if run.name not in local_ids:
             continue
         assert run.name in found
-        assert_frame_equal(remote.frame(run.name), local.frame(run.name))
+        assert_frame_equal(remote.read(run.name).frame, local.read(run.name).frame)
         assert found[run.name].bad_lines == local.run_info(run.name).bad_lines
         checked += 1
     assert checked >= 8
