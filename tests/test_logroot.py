@@ -15,6 +15,13 @@ def test_precedence() -> None:
     assert log_root("", {"MONITOR_CB_LOGDIR": "/b"}) == Path("/b")  # the older name still works
     assert log_root(None, {}) == Path("logs")
     assert log_root("~/runs", {}) == Path.home() / "runs"
+    assert log_root(None, {"MONITOR_LOGDIR": "file:///data/runs"}) == Path("/data/runs")
+
+
+def test_a_bucket_root_stays_a_url_without_credentials() -> None:
+    root = log_root("s3://KEY:SECRET@bucket/runs", {})
+    assert isinstance(root, str) and "SECRET" not in root and root.endswith("bucket/runs")
+    assert view.resolve_logdir([], {"MONITOR_LOGDIR": "s3://bucket/runs"}) == root
 
 
 def test_logdir_argument_forms() -> None:

@@ -83,7 +83,7 @@ def local_path(value: str) -> str:
     """``file:///x`` -> ``/x``; anything else unchanged."""
     match = _SCHEME.match(value)
     if match and match.group(1).lower() in _LOCAL_SCHEMES:
-        return value[match.end() - 1 :] if value[match.end() :].startswith("/") else value[match.end() :]
+        return value[match.end() :]  # file:///x -> /x (the third slash starts the path)
     return value
 
 
