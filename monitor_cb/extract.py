@@ -26,17 +26,21 @@ def to_float(value: Any) -> float:
 
     Raises:
         TypeError: ``value`` holds more than one element or is not numeric.
+        ValueError: ``value`` is numeric but no double can hold it (an int of 400 digits).
     """
-    if isinstance(value, (bool, int, float)):
+    try:
+        if isinstance(value, (bool, int, float)):
+            return float(value)
+        if hasattr(value, "asnumpy"):
+            value = value.asnumpy()
+        size = getattr(value, "size", 1)
+        if size != 1:
+            raise TypeError(f"expected a scalar, got a value with {size} elements")
+        if hasattr(value, "item"):
+            return float(value.item())
         return float(value)
-    if hasattr(value, "asnumpy"):
-        value = value.asnumpy()
-    size = getattr(value, "size", 1)
-    if size != 1:
-        raise TypeError(f"expected a scalar, got a value with {size} elements")
-    if hasattr(value, "item"):
-        return float(value.item())
-    return float(value)
+    except OverflowError as exc:
+        raise ValueError(f"a number too large for a double ({exc})") from None
 
 
 def loss_metrics(value: Any, names: Sequence[str] | None = None) -> Metrics:
@@ -64,13 +68,19 @@ def loss_metrics(value: Any, names: Sequence[str] | None = None) -> Metrics:
 def _components(items: list[tuple[Any, Any]]) -> Metrics:
     out: Metrics = {}
     total = None
+    skipped: str | None = None
     for key, raw in items:
         name = str(key)
         if name in _TOTAL_KEYS:
             total = to_float(raw)
             continue
         suffix = name[5:] if name.startswith("loss_") else name
-        out[f"loss_{suffix}"] = to_float(raw)
+        try:
+            out[f"loss_{suffix}"] = to_float(raw)
+        except (TypeError, ValueError):
+            skipped = name  # not one number (a per-sample vector): not a curve; the other components are
+    if total is None and skipped is not None:
+        raise TypeError(f"loss component {skipped!r} is not a scalar, so the components do not sum to the loss")
     out["loss"] = total if total is not None else math.fsum(out.values())
     return out
 

@@ -14,6 +14,8 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
+import operator
 import os
 import socket
 import stat
@@ -31,8 +33,10 @@ from monitor_cb.record import (
     METRICS_SUFFIX,
     RESERVED_KEYS,
     SCHEMA_VERSION,
+    SEG_LIMIT,
+    STEP_LIMIT,
+    check_step,
     encode_record,
-    encode_value,
     meta_path_for,
     metrics_filename,
 )
@@ -51,6 +55,8 @@ except ImportError:  # pragma: no cover - orjson is a pinned dependency
 
 FINAL_STATUSES = ("finished", "failed", "stopped")
 _STOP = object()
+_META_CAP = 1 << 20  # a previous metadata file larger than this is not ours: ignored
+_TAIL_BYTES = 64 << 10  # the end of a previous metrics file read for its last segment
 
 
 class MonitorWarning(UserWarning):
@@ -109,6 +115,19 @@ class MetricsWriter:
             thread, the local files stay complete (docs/DEPLOYMENT.md). Checked here; a slow or
             lost network later only delays the upload.
 
+    Raises:
+        ValueError: an argument is wrong (no path, a negative rank, ``config`` not a mapping, ...).
+            Whatever a previous run left on disk (a corrupt metadata file, a directory or a
+            FIFO in its place) never raises: the writer starts a new segment after the last
+            one it can find, or segment 1.
+
+    Values: every numeric scalar (numpy of any width, 0-d arrays, MindSpore Tensor scalars,
+    ``Decimal``, ints of any size) is written as a number (``monitor_cb.record.encode_value``);
+    a value that cannot be (``10**400``, a complex number) leaves its key out of the record,
+    with one warning per key; the rest of the record is written. ``step`` must be an integer
+    from 0 to ``STEP_LIMIT - 1`` or None; anything else, and a reserved key among the
+    metrics, raises ValueError at the call.
+
     Example:
         >>> writer = MetricsWriter("logs/exp002", config={"lr": 1e-3})
         >>> writer.log(step=1, loss=2.3, lr=1e-3)
@@ -129,11 +148,16 @@ class MetricsWriter:
         extra_meta: Mapping[str, Any] | None = None,
         upload: Any = None,
     ) -> None:
-        if queue_size < 1:
-            raise ValueError(f"queue_size must be >= 1, got {queue_size}")
+        _check_int("queue_size", queue_size, 1)
+        if isinstance(fsync_interval, bool) or not isinstance(fsync_interval, (int, float)) or not fsync_interval >= 0:
+            raise ValueError(f"fsync_interval must be a number of seconds >= 0 (0 disables), got {fsync_interval!r}")
+        if config is not None and not isinstance(config, Mapping):
+            raise ValueError(f"config must be a mapping (dict) of hyperparameters, got {type(config).__name__}")
+        if extra_meta is not None and not isinstance(extra_meta, Mapping):
+            raise ValueError(f"extra_meta must be a mapping (dict), got {type(extra_meta).__name__}")
         env_rank, env_size = detect_rank()
-        self.rank = env_rank if rank is None else int(rank)
-        self.world_size = env_size if world_size is None else int(world_size)
+        self.rank = env_rank if rank is None else _check_int("rank", rank, 0)
+        self.world_size = env_size if world_size is None else _check_int("world_size", world_size, 1)
         self.path = resolve_metrics_path(log_dir, log_file, self.rank, self.world_size)
         self.meta_path = meta_path_for(self.path)
         self.dropped = 0
@@ -157,7 +181,14 @@ class MetricsWriter:
 
     # ----------------------------------------------------------------- public API
     def log(self, step: int | None = None, **metrics: Any) -> None:
-        """Queue one record; never blocks and never raises into the caller (bad keys aside)."""
+        """Queue one record; never blocks and never raises into the caller for I/O or values.
+
+        Raises:
+            ValueError: ``step`` is not an integer in ``[0, STEP_LIMIT)`` or None, or a metric
+                uses a reserved key (``step``, ``t``, ``rank``, ``seg``).
+        """
+        if step is not None and (type(step) is not int or not 0 <= step < STEP_LIMIT):
+            step = check_step(step)
         if self._closed or not RESERVED_KEYS.isdisjoint(metrics):
             self._reject(metrics)
             return
@@ -165,15 +196,32 @@ class MetricsWriter:
         self._put(("rec", (step, time.time(), metrics)))
 
     def log_at(self, t: float, step: int | None = None, **metrics: Any) -> None:
-        """Like :meth:`log`, with the record's wall-clock time given (imports, replays, samples)."""
+        """Like :meth:`log`, with the record's wall-clock time given (imports, replays, samples).
+
+        Raises:
+            ValueError: as :meth:`log`, or ``t`` is not a finite number of Unix seconds.
+        """
+        if step is not None and (type(step) is not int or not 0 <= step < STEP_LIMIT):
+            step = check_step(step)
+        stamp = _check_time(t)
         if self._closed or not RESERVED_KEYS.isdisjoint(metrics):
             self._reject(metrics)
             return
-        self._put(("rec", (step, float(t), metrics)))
+        self._put(("rec", (step, stamp, metrics)))
 
     def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Queue one record from a mapping (keys may contain characters kwargs cannot)."""
-        self.log(step, **{str(k): v for k, v in metrics.items()})
+        """Queue one record from a mapping (keys may contain characters kwargs cannot).
+
+        Raises:
+            ValueError: as :meth:`log`; a ``"step"`` key is reserved too (pass ``step=``).
+        """
+        if not isinstance(metrics, Mapping):
+            raise ValueError(f"log_dict takes a mapping of metric names to values, got {type(metrics).__name__}")
+        record = {str(k) if type(k) is not str else k: v for k, v in metrics.items()}
+        if not RESERVED_KEYS.isdisjoint(record):
+            self._reject(record)
+            return
+        self.log(step, **record)
 
     def _reject(self, metrics: Mapping[str, Any]) -> None:
         bad = RESERVED_KEYS.intersection(metrics)
@@ -183,7 +231,7 @@ class MetricsWriter:
         self._warn_once("closed", f"MetricsWriter for {self.path} is closed; record dropped")
 
     def update_meta(self, **fields: Any) -> None:
-        """Merge fields into the run metadata (written off the calling thread)."""
+        """Merge fields into the run metadata (written off the calling thread; values as for ``config``)."""
         self._put(("meta", fields))
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -261,15 +309,18 @@ class MetricsWriter:
         extra: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
         previous = _read_json(self.meta_path)
-        segment = int(previous.get("segment", 0)) + 1 if isinstance(previous, dict) else 1
+        segment = min(max(_segment_in(previous), _last_segment(self.path)) + 1, SEG_LIMIT - 1)
         now = time.time()
+        first_start = previous.get("first_start_time")
+        if isinstance(first_start, bool) or not isinstance(first_start, (int, float)) or not math.isfinite(first_start):
+            first_start = now
         meta: dict[str, Any] = {
             "schema": SCHEMA_VERSION,
             "name": run_name or self.path.parent.name,
             "status": "running",
             "reason": None,
             "start_time": now,
-            "first_start_time": previous.get("first_start_time", now) if previous else now,
+            "first_start_time": first_start,
             "end_time": None,
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -279,10 +330,10 @@ class MetricsWriter:
             "world_size": self.world_size,
             "segment": segment,
             "metrics_file": self.path.name,
-            "config": encode_value(dict(config or {})),
+            "config": _encode_meta(dict(config or {})),
             "dropped_records": 0,
         }
-        meta.update(encode_record(extra or {}))
+        meta.update(_encode_meta(dict(extra or {})))
         return meta
 
     # ------------------------------------------------------------ writer thread
@@ -292,7 +343,11 @@ class MetricsWriter:
         last_sync = time.monotonic()
         while True:
             batch = self._next_batch()
-            stop = self._handle_batch(batch)
+            try:
+                stop = self._handle_batch(batch)
+            except Exception as exc:  # noqa: BLE001 - the thread must live on, or the queue fills and close() waits
+                self._warn_once("thread", f"metrics writer for {self.path}: unexpected error {exc!r}; continuing")
+                stop = any(item is _STOP for item in batch)
             if self._fd is not None and self._fsync_interval and time.monotonic() - last_sync > self._fsync_interval:
                 with contextlib.suppress(OSError):
                     os.fsync(self._fd)
@@ -325,18 +380,11 @@ class MetricsWriter:
                 continue
             kind, payload = item
             if kind == "rec":
-                step, stamp, metrics = payload
-                record = {"step": step, "t": stamp, "rank": self.rank, "seg": self.segment}
-                if step is None:
-                    del record["step"]
-                record.update(metrics)
-                try:
-                    lines.append(_dumps_line(encode_record(record)))
-                except Exception as exc:  # noqa: BLE001 - never raise into training
-                    self.dropped += 1
-                    self._warn_once("encode", f"could not encode a metrics record: {exc!r}")
+                line = self._encode(*payload)
+                if line is not None:
+                    lines.append(line)
             elif kind == "meta":
-                self._meta.update(encode_record(payload))
+                self._meta.update(_encode_meta(payload))
                 meta_changed = True
             elif kind == "flush":
                 events.append(payload)
@@ -347,6 +395,33 @@ class MetricsWriter:
         for event in events:
             event.set()
         return stop
+
+    def _encode(self, step: int | None, stamp: float, metrics: Mapping[str, Any]) -> bytes | None:
+        """One record as a line; a value that cannot be written leaves only its key out (warned once per key)."""
+        record: dict[str, Any] = {"step": step, "t": stamp, "rank": self.rank, "seg": self.segment}
+        if step is None:
+            del record["step"]
+        record.update(metrics)
+        dropped: list[tuple[str, str]] = []
+        try:
+            encoded = encode_record(record, dropped)
+            try:
+                line = _dumps_line(encoded)
+            except Exception:  # noqa: BLE001 - find the values the encoder refuses, keep the rest
+                for key in list(encoded):
+                    try:
+                        _dumps_line({key: encoded[key]})
+                    except Exception as exc:  # noqa: BLE001
+                        dropped.append((key, f"not encodable ({exc})"))
+                        del encoded[key]
+                line = _dumps_line(encoded)
+        except Exception as exc:  # noqa: BLE001 - never raise into training
+            self.dropped += 1
+            self._warn_once("encode", f"could not encode a metrics record: {exc!r}; record dropped")
+            return None
+        for key, why in dropped:
+            self._warn_once(f"value:{key}", f"metric {key!r} left out of the record: {why} (warned once for this key)")
+        return line
 
     def _open(self) -> None:
         try:
@@ -401,7 +476,7 @@ class MetricsWriter:
             os.replace(tmp, self.meta_path)
             if self.shipper is not None:
                 self.shipper.poke()
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - OSError mostly; whatever it is, training goes on
             with contextlib.suppress(OSError):
                 tmp.unlink()
             self._warn_once("meta", f"cannot write run metadata {self.meta_path} ({exc})")
@@ -432,12 +507,96 @@ def _safe_argv(argv: list[str]) -> list[str]:
     return [redact(arg) for arg in argv]
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    """A user's integer argument, or a ValueError naming it."""
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or isinstance(value, bool) or number < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return number
+
+
+def _check_time(t: Any) -> float:
+    try:
+        stamp = float(t)
+    except (TypeError, ValueError, OverflowError):
+        stamp = math.nan
+    if isinstance(t, (bool, str)) or not math.isfinite(stamp):
+        raise ValueError(f"t must be a finite number of Unix seconds, got {t!r}")
+    return stamp
+
+
+def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata values as JSON: what cannot be a number is kept as its text (it is only shown)."""
+    try:
+        return encode_record(fields, fallback=str)
+    except Exception as exc:  # noqa: BLE001 - a hostile object's __str__ or a broken mapping
+        return {"unreadable_fields": f"{type(exc).__name__}: {exc}"[:200]}
+
+
+def _read_regular(path: Path, cap: int, tail: bool = False) -> bytes | None:
+    """A regular file's bytes (its last ``cap`` with ``tail``); None for anything else.
+
+    Opened without blocking (a FIFO in place of the file) and checked to be a regular file
+    (a directory, a device); a file over ``cap`` bytes is refused unless ``tail``.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_size > cap and not tail):
+            return None
+        start = max(st.st_size - cap, 0)
+        return os.pread(fd, st.st_size - start, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A previous metadata file as a dict; {} when it is missing, not a regular file, too big or not JSON."""
+    data = _read_regular(path, _META_CAP)
+    if not data:
         return {}
-    return data if isinstance(data, dict) else {}
+    try:
+        parsed = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _segment_in(meta: Mapping[str, Any]) -> int:
+    """The segment a previous metadata file names; 0 when it names none we can trust."""
+    value = meta.get("segment")
+    return value if type(value) is int and 0 < value < SEG_LIMIT else 0
+
+
+def _last_segment(path: Path) -> int:
+    """The largest valid ``seg`` among the last lines of a previous metrics file (0 when none).
+
+    The metadata file can be lost or corrupt while the metrics survive; a new writer must
+    still start a later segment, or the reader would file its records under an older one.
+    """
+    data = _read_regular(path, _TAIL_BYTES, tail=True)
+    if not data:
+        return 0
+    found = 0
+    for line in data.split(b"\n")[1:] if len(data) >= _TAIL_BYTES else data.split(b"\n"):
+        if b'"seg"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        seg = record.get("seg") if isinstance(record, dict) else None
+        if type(seg) is int and 0 < seg < SEG_LIMIT:
+            found = max(found, seg)
+    return found
 
 
 def _ends_without_newline(path: Path) -> bool:

@@ -398,3 +398,24 @@ def test_telemetry_off(tmp_path: Path) -> None:
         1, dataset(6), callbacks=[LiveMonitor(tmp_path, log_interval=2, telemetry_interval=None), SlowSteps(0.02)]
     )
     assert not [r for r in read_records(tmp_path / "metrics.jsonl", telemetry=True) if "sys_cpu_percent" in r]
+
+
+@pytest.mark.parametrize("segment", [b'"abc"', b"[1]", b"1e400"])
+def test_a_corrupt_previous_metadata_file_does_not_stop_the_monitor(tmp_path: Path, segment: bytes) -> None:
+    """A previous run's metadata with a hostile ``segment``: the new run is recorded all the same."""
+    import decimal
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.meta.json").write_bytes(b'{"segment": ' + segment + b', "status": "crashed"}')
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), 0.01))
+    config = {"lr": np.float64(0.01), "layers": np.array([8, 2]), "wd": decimal.Decimal("0.0001")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.train(1, dataset(4), callbacks=[LiveMonitor(run, log_interval=2, config=config)])
+    assert not [str(w.message) for w in caught if issubclass(w.category, MonitorWarning)]
+    assert [(r["seg"], r["step"]) for r in train_records(run / "metrics.jsonl")] == [(1, 2), (1, 4)]
+    meta = read_meta(run)
+    assert meta["status"] == "finished" and meta["segment"] == 1
+    assert meta["config"] == {"lr": 0.01, "layers": [8, 2], "wd": 0.0001}

@@ -148,3 +148,17 @@ def test_eval_metrics_prefix_and_prefer_the_mean_loss_metric() -> None:
     assert eval_metrics(results) == {"eval_loss": 1.25, "eval_acc": 0.5}
     assert eval_metrics(None) == {}
     assert eval_metrics({"eval_loss": 2.0}) == {"eval_loss": 2.0}
+
+
+def test_eval_metrics_keep_every_number_and_skip_what_is_not_one() -> None:
+    import decimal
+
+    results = {"acc": np.float64(0.5), "dec": decimal.Decimal("0.25"), "big": 10**400, "vec": np.ones(3)}
+    assert eval_metrics(results) == {"eval_acc": 0.5, "eval_dec": 0.25}
+
+
+def test_a_non_scalar_component_is_skipped_when_the_total_is_known() -> None:
+    out = loss_metrics({"loss": np.float32(3.0), "cls": np.float64(1.0), "per_sample": np.ones(4)})
+    assert out == {"loss": 3.0, "loss_cls": 1.0}
+    with pytest.raises(TypeError, match="per_sample"):  # without the total, the sum of the rest would lie
+        loss_metrics({"cls": 1.0, "per_sample": np.ones(4)})
