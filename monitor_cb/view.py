@@ -523,7 +523,7 @@ def _as_int(value: Any) -> int | None:
 def _as_float(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
         return None
     return number if math.isfinite(number) else None
 

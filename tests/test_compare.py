@@ -4,6 +4,7 @@ config diff, colours, export, uploads and the replay helpers."""
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from monitor_cb.charts.style import escape_html
 from monitor_cb.compare import align as al
 from monitor_cb.compare import replay
 from monitor_cb.compare.colors import run_colors
-from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config
+from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config, show_value
 from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.runfilter import filter_runs
@@ -361,3 +362,29 @@ def test_side_by_side_zoom_is_drawn_at_full_resolution() -> None:
     assert xs.min() == 999 and xs.max() == 2001 and xs.size == 1003, "every step of the zoom, one neighbour each side"
     whole = side_by_side_figures(run, aligned, "step", CompareSettings(n_points=500).chart_options())
     assert np.asarray(whole[0].data[1].x).size < 2000, "downsampled without a zoom"
+
+
+def test_config_values_that_json_cannot_show_are_still_a_cell() -> None:
+    deep: list = []
+    node = deep
+    for _ in range(5000):
+        node.append([])
+        node = node[0]
+    huge = 10**5000  # str() refuses it (Python's 4,300-digit limit), so json.dumps and repr do too
+    cells = {show_value(v) for v in (deep, {1: "a", "b": 2}, huge)}
+    assert all(isinstance(c, str) and len(c) <= 200 for c in cells)
+    diff = config_diff({"a": {"x": deep, "y": huge}, "b": {"x": 1, "y": 2}})
+    assert list(diff.index) == ["x", "y"]
+
+
+def test_upload_counts_bad_steps_and_text_values_and_keeps_the_rest() -> None:
+    rows = [{"step": s, "loss": 1.0 / s} for s in range(1, 11)]
+    rows[4]["loss"] = "oops"
+    rows[6]["step"] = -7
+    data = "\n".join(json.dumps(r) for r in rows).encode()
+    parsed = parse_upload("x.jsonl", data, cap=1 << 20)
+    assert parsed.bad_lines == 2 and parsed.records == 9
+    assert parsed.frame["loss"].dtype == np.float64 and parsed.frame["step"].tolist() == [1, 2, 3, 4, 5, 6, 8, 9, 10]
+    assert parsed.logged["loss"].sum() == 8
+    text_everywhere = "\n".join(json.dumps({"step": s, "loss": f"{s}.5"}) for s in range(1, 11)).encode()
+    assert parse_upload("decimals.jsonl", text_everywhere, cap=1 << 20).bad_lines == 10, "read, but every loss bad"

@@ -146,7 +146,9 @@ def samples_seen(frame: pd.DataFrame, meta: Mapping[str, Any]) -> np.ndarray | N
             return np.interp(steps, steps[ok], samples[ok]) * world
         if ok.sum() == 1:
             return steps * (samples[ok][0] / max(steps[ok][0], 1.0)) * world
-    batch = _positive(meta.get("batch_size")) or _positive((meta.get("config") or {}).get("batch_size"))
+    config = meta.get("config")
+    configured = config.get("batch_size") if isinstance(config, Mapping) else None
+    batch = _positive(meta.get("batch_size")) or _positive(configured)
     if batch is None:
         return None
     return steps * batch * world
@@ -155,7 +157,7 @@ def samples_seen(frame: pd.DataFrame, meta: Mapping[str, Any]) -> np.ndarray | N
 def _positive(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
         return None
     return number if math.isfinite(number) and number > 0 else None
 

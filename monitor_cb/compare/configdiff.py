@@ -48,8 +48,11 @@ def show_value(value: Any) -> str:
         return value
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+    except (TypeError, ValueError, RecursionError):  # mixed key types, an int of 5,000 digits, deep nesting
+        try:
+            return repr(value)[:200]
+        except (ValueError, RecursionError):
+            return f"<{type(value).__name__} that cannot be shown>"
 
 
 def config_diff(

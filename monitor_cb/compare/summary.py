@@ -137,7 +137,7 @@ def summary_table(runs: Sequence[RunData], eval_metric: str | None = None, now: 
 def _num(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
         return None
     return number if math.isfinite(number) else None
 

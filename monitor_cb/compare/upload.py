@@ -3,7 +3,8 @@
 Accepted: the collector's JSONL (``"NaN"``/``"Infinity"`` strings) and the origin article's plain
 ``json.dumps`` lines (bare ``NaN``/``Infinity`` tokens, time as ``ts``). Refused with a message that
 says why: too large, empty, binary (NUL bytes, a compressed archive, not UTF-8), or text whose lines
-are not JSON objects. A few bad lines among good ones are skipped and counted, as for files on disk.
+are not JSON objects. A few bad lines among good ones are skipped and counted, as for files on disk
+(a line with a bad step, or a text value under a numeric key: see ``docs/FORMAT.md``).
 """
 
 from __future__ import annotations
@@ -100,9 +101,10 @@ def parse_upload(name: str, data: bytes, cap: int | None = None) -> ParsedUpload
     if records == 0:
         reason = f" (first problem: {bad[0].reason})" if bad else ""
         raise UploadError(f"No JSON object lines found in {name!r}{reason}. Upload a metrics .jsonl file.")
-    if records < _MIN_GOOD_FRACTION * (records + len(bad)):
+    skipped = sum(1 for item in bad if not item.partial)  # lines left out (not those missing one value)
+    if records < _MIN_GOOD_FRACTION * (records + skipped):
         raise UploadError(
-            f"{len(bad):,} of {records + len(bad):,} lines of {name!r} are not JSON objects "
+            f"{skipped:,} of {records + skipped:,} lines of {name!r} could not be read "
             f"(first: {bad[0].reason}); this does not look like a metrics file."
         )
     if len(frame) == 0:

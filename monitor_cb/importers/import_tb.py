@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from monitor_cb.importers.tensorboard import TensorBoardRun, TensorBoardUnavailable, is_tensorboard_run
+    from monitor_cb.record import STEP_LIMIT
 
     src: Path = args.src
     dest: Path = args.dest
@@ -55,6 +56,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{src} holds no scalar events; nothing imported")
     ranks = ", ".join(f"rank {rank}: {n}" for rank, n in sorted(counts.items()))
     print(f"imported {total} records from {src} into {dest} ({ranks})")
+    skipped = sum(reader.bad_steps.values())
+    if skipped:
+        print(
+            f"import-tb: skipped {skipped} scalar value(s) logged at a step outside 0..{STEP_LIMIT - 1}",
+            file=sys.stderr,
+        )
     return 0
 
 

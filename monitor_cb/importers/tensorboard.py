@@ -37,6 +37,7 @@ from monitor_cb.importers.tags import (
     samples_base,
     subdir_metric_name,
 )
+from monitor_cb.record import STEP_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class TensorBoardRun:
         self.n_events = 0
         self.n_records = 0
         self.unaligned = 0  # "vs samples" values whose step could not be found (dropped)
+        self.bad_steps: dict[int, int] = {}  # rank -> scalar values at a step outside 0..STEP_LIMIT-1 (dropped)
         self.first_wall_time: float | None = None
         self.last_wall_time: float | None = None
         self.last_write: float | None = None  # newest event-file mtime, Unix seconds
@@ -246,6 +248,7 @@ class TensorBoardRun:
             "config": dict(self.texts),
             "event_files": len(self._files),
             "unaligned_sample_values": self.unaligned,
+            "bad_step_values": sum(self.bad_steps.values()),
         }
 
     # ------------------------------------------------------------------ discovery
@@ -383,16 +386,19 @@ class TensorBoardRun:
         number: float,
         out: dict[tuple[int, int, int], dict[str, Any]],
     ) -> None:
+        base = None if state.subdir else samples_base(tag)
+        target = step if base is None else self._align(state, base, step)
+        if target is None:
+            self.unaligned += 1
+            return
+        if not 0 <= target < STEP_LIMIT:  # as in our files: such a step would merge into another row
+            self.bad_steps[state.rank] = self.bad_steps.get(state.rank, 0) + 1
+            return
         if state.subdir:
             _record(out, state, step, wall)[subdir_metric_name(state.subdir, tag)] = number
             return
-        base = samples_base(tag)
         if base is not None:
-            aligned = self._align(state, base, step)
-            if aligned is None:
-                self.unaligned += 1
-                return
-            record = _record(out, state, aligned, wall)
+            record = _record(out, state, target, wall)
             record["samples"] = step
             record.setdefault(metric_name(base), convert(base, number))
             return

@@ -7,19 +7,21 @@ Columns are numpy arrays of one length. Metrics are float64 with a parallel
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from monitor_cb.record import NONFINITE_STRINGS
+from monitor_cb.record import NONFINITE_STRINGS, STEP_LIMIT, step_of
 
 # Kinds of a column, learned from the values seen.
 FLOAT = "float"
 BOOL = "bool"
 TEXT = "text"
-MIXED = "mixed"  # numbers and text under one key: only the slow path handles it
+MIXED = "mixed"  # numbers and booleans under one key: only the slow path handles it
+NUMERIC_KINDS = frozenset({FLOAT, BOOL, MIXED})  # a key of these kinds: a text value under it is a bad value
+_RESERVED = frozenset({"step", "seg", "rank", "t"})
 
 MISSING_INT = -1  # step / rank / seg absent on a line
 
@@ -116,22 +118,58 @@ def _int_or_missing(value: Any) -> int:
     return value if 0 <= value < 2**62 else MISSING_INT
 
 
-def records_to_batch(records: Iterable[dict[str, Any]]) -> Batch:
-    """Columnar form of decoded records (the slow path: one Python loop per value)."""
+def bad_step_reason(value: Any) -> str:
+    """Why a line's ``step`` is refused (it is present, not null, and not a step)."""
+    shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+    return f"step {shown[:60]} is not an integer from 0 to {STEP_LIMIT - 1}"
+
+
+def bad_value_reason(key: str, value: str) -> str:
+    """Why a text value under a numeric key is not read (the line's other values are)."""
+    return f"text {value[:40]!r} under numeric key {key[:80]!r} (value skipped)"
+
+
+def records_to_batch(
+    records: Iterable[dict[str, Any]],
+    numeric: Callable[[str], bool] | None = None,
+    problems: list[tuple[int, str, bool]] | None = None,
+) -> Batch:
+    """Columnar form of decoded records (the slow path: one Python loop per value).
+
+    A record whose ``step`` is present but not a step (7.5, -5, "7", true, 2**62) is left
+    out: merged under the step before it, it would overwrite that step's values. A text
+    value under a numeric key (``numeric(key)``, or a key holding numbers in these records)
+    is left out; the rest of its record is kept, so the column stays numeric. Each of
+    these is reported as ``(index of the record, reason, only the value skipped)`` in ``problems``.
+    """
     steps: list[int] = []
     segs: list[int] = []
     ranks: list[int] = []
     times: list[float] = []
     float_cols: dict[str, tuple[list[int], list[float]]] = {}
-    text_cols: dict[str, tuple[list[int], list[str]]] = {}
-    for row, rec in enumerate(records):
-        steps.append(_int_or_missing(rec.get("step")))
+    text_cols: dict[str, tuple[list[int], list[str], list[int]]] = {}
+    row = 0
+    for index, rec in enumerate(records):
+        raw_step = rec.get("step")
+        step = raw_step if type(raw_step) is int and 0 <= raw_step < STEP_LIMIT else step_of(raw_step)
+        if step is None:
+            if raw_step is not None:
+                if problems is not None:
+                    problems.append((index, bad_step_reason(raw_step), False))
+                continue
+            step = MISSING_INT
+        steps.append(step)
         segs.append(_int_or_missing(rec.get("seg")))
         ranks.append(_int_or_missing(rec.get("rank")))
-        t = as_float(rec.get("t"))
-        times.append(math.nan if t is None else t)
+        raw_t = rec.get("t")
+        t = as_float(raw_t)
+        if t is None:
+            t = math.nan
+            if isinstance(raw_t, str) and problems is not None:
+                problems.append((index, bad_value_reason("t", raw_t), True))
+        times.append(t)
         for key, value in rec.items():
-            if key in ("step", "seg", "rank", "t"):
+            if key in _RESERVED:
                 continue
             number = as_float(value)
             if number is not None:
@@ -139,9 +177,17 @@ def records_to_batch(records: Iterable[dict[str, Any]]) -> Batch:
                 idx.append(row)
                 vals.append(number)
             elif isinstance(value, str):
-                idx_t, vals_t = text_cols.setdefault(key, ([], []))
+                idx_t, vals_t, where = text_cols.setdefault(key, ([], [], []))
                 idx_t.append(row)
                 vals_t.append(value)
+                where.append(index)
+        row += 1
+    for key in [k for k in text_cols if k in float_cols or (numeric is not None and numeric(k))]:
+        _, vals_t, where = text_cols.pop(key)
+        if problems is not None:
+            problems.extend(
+                (index, bad_value_reason(key, value), True) for index, value in zip(where, vals_t, strict=True)
+            )
     n = len(steps)
     batch = Batch(
         step=np.array(steps, np.int64),
@@ -155,7 +201,7 @@ def records_to_batch(records: Iterable[dict[str, Any]]) -> Batch:
         logged = np.zeros(n, bool)
         logged[idx] = True
         batch.floats[key] = (values, logged)
-    for key, (idx, vals_t) in text_cols.items():
+    for key, (idx, vals_t, _) in text_cols.items():
         objects = np.full(n, None, dtype=object)
         objects[idx] = vals_t
         logged = np.zeros(n, bool)

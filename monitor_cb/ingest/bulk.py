@@ -5,9 +5,10 @@ bare ``NaN`` tokens), so each is first swapped for a sentinel number that no met
 plausibly takes (a subnormal double near 3e-323) and swapped back after parsing.
 A key outside the schema learned from a sample makes polars infer the chunk's schema.
 Whatever this path cannot decode with certainty (a parse error, a null, a nested
-value, a duplicate key, a colon inside a string) returns None; the caller then tries
-smaller pieces and finally :mod:`monitor_cb.ingest.lines`, so the fast path is never
-the only judge of a doubtful line.
+value, a duplicate key, a colon inside a string, a step out of range, a text column
+holding what may be a number polars turned into text) returns None; the caller then
+tries smaller pieces and finally :mod:`monitor_cb.ingest.lines`, so the fast path is
+never the only judge of a doubtful line.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from monitor_cb.ingest.batch import BOOL, FLOAT, MISSING_INT, TEXT, Batch
+from monitor_cb.record import STEP_LIMIT
 
 # token -> sentinel text; the doubles these parse to are mapped back after parsing
 _SENTINELS = {"NaN": "2.5e-323", "Infinity": "3e-323", "-Infinity": "3.5e-323"}
 _SENTINEL_VALUES = {float(text): float(token) for token, text in _SENTINELS.items()}
 _WS = b" \t\r"
+# A String column turns numbers and booleans into their text: such a value may not have been text.
+_MAYBE_NOT_TEXT = r"^(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false)$"
 
 
 def substitute_nonfinite(data: bytes) -> bytes:
@@ -181,6 +185,9 @@ def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch |
     import polars as pl
 
     assert isinstance(frame, pl.DataFrame)
+    step = frame["step"]
+    if step.null_count() < frame.height and not (step.min() >= 0 and step.max() < STEP_LIMIT):  # type: ignore[operator]
+        return None  # a step out of range: the line path refuses that line and counts it
     batch = Batch(
         step=frame["step"].fill_null(MISSING_INT).to_numpy(),
         seg=frame["seg"].fill_null(MISSING_INT).to_numpy(),
@@ -195,6 +202,8 @@ def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch |
         if kind == TEXT:
             if (column.str.len_bytes().max() or 0) > line_cap:
                 return None  # a value this long means the line was over the cap
+            if column.str.contains(_MAYBE_NOT_TEXT).any():
+                return None  # "5" or 5? only the line path can tell text from a number here
             batch.texts[key] = (column.to_numpy().astype(object), logged)
         elif kind == BOOL:
             batch.floats[key] = (column.cast(pl.Float64).fill_null(np.nan).to_numpy(), logged)

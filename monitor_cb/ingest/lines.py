@@ -18,10 +18,14 @@ DEFAULT_LINE_CAP = 1 << 20  # bytes; a metrics line is ~300 bytes, 1 MiB is sure
 
 @dataclass(frozen=True)
 class BadLine:
-    """A skipped line: where it starts in the file and why it was skipped."""
+    """A skipped line: where it starts in the file and why it was skipped.
+
+    ``partial``: the line was read and only a value on it was skipped (text under a numeric key).
+    """
 
     offset: int
     reason: str
+    partial: bool = False
 
 
 def _lenient_loads(line: bytes) -> Any:
@@ -50,9 +54,12 @@ def decode_line(line: bytes, line_cap: int = DEFAULT_LINE_CAP) -> dict[str, Any]
 
 
 def decode_lines(
-    data: bytes, base_offset: int, line_cap: int = DEFAULT_LINE_CAP
+    data: bytes, base_offset: int, line_cap: int = DEFAULT_LINE_CAP, offsets: list[int] | None = None
 ) -> tuple[list[dict[str, Any]], list[BadLine]]:
-    """Decode ``data`` (complete lines, each ending in ``\\n``) starting at file offset ``base_offset``."""
+    """Decode ``data`` (complete lines, each ending in ``\\n``) starting at file offset ``base_offset``.
+
+    ``offsets``, when given, receives the file offset of each returned record's line.
+    """
     records: list[dict[str, Any]] = []
     bad: list[BadLine] = []
     offset = base_offset
@@ -66,4 +73,6 @@ def decode_lines(
             bad.append(BadLine(start, result))
         else:
             records.append(result)
+            if offsets is not None:
+                offsets.append(start)
     return records, bad

@@ -4,6 +4,12 @@ Small polls (the live case, a few lines) go through orjson line by line; large
 chunks (a first load) through polars under a schema learned from a sample of lines.
 The two paths give the same result; where polars declines, smaller and smaller pieces
 are retried and the last doubtful ones are read line by line.
+
+A key is numeric once any line of the file holds a number under it (and always for the
+format's numeric keys, ``loss``, ``lr``, ``eval_*``, ...): a text value under it is then a
+bad value, skipped and counted, and the column stays numeric. A key that turns numeric
+after its text was handed out sets :attr:`ChunkParser.reread`: the caller reads the file
+again from the start with what the parser has learned.
 """
 
 from __future__ import annotations
@@ -11,9 +17,20 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from monitor_cb.ingest.batch import MIXED, Batch, adopt_legacy_time, concat_batches, records_to_batch, value_kind
+from monitor_cb.ingest.batch import (
+    FLOAT,
+    MIXED,
+    NUMERIC_KINDS,
+    TEXT,
+    Batch,
+    adopt_legacy_time,
+    concat_batches,
+    records_to_batch,
+    value_kind,
+)
 from monitor_cb.ingest.bulk import decode_bulk
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine, decode_lines
+from monitor_cb.record import is_numeric_key
 
 BULK_MIN_BYTES = 256 * 1024  # below this, polars' fixed cost exceeds orjson per line
 SPLIT_WAYS = 16  # a chunk polars declines is retried in this many pieces...
@@ -35,15 +52,32 @@ class ChunkParser:
         self.bulk_min_bytes = bulk_min_bytes
         self.kinds: dict[str, str] = {}
         self.bulk_chunks = 0  # how many chunks the fast path decoded (for tests and benchmarks)
+        self.reread = False  # a key turned numeric after its text values were handed out
+        self._texts_out: set[str] = set()  # keys with text values in batches handed out
+
+    def restart(self) -> None:
+        """Forget what was handed out (the caller reads the file again), keep the kinds learned."""
+        self.reread = False
+        self._texts_out.clear()
 
     def parse(self, data: bytes, base_offset: int) -> tuple[Batch, list[BadLine]]:
         """Decode ``data`` (complete lines) read at file offset ``base_offset``."""
+        batch, bad = self._parse(data, base_offset)
+        if any(self.kinds.get(key) in NUMERIC_KINDS for key in batch.texts):
+            # A key turned numeric in a later piece of this chunk: read it again knowing that.
+            batch, bad = self._parse(data, base_offset)
+        self._texts_out.update(batch.texts)
+        return batch, bad
+
+    def _parse(self, data: bytes, base_offset: int) -> tuple[Batch, list[BadLine]]:
         if len(data) < self.bulk_min_bytes:
             return self._careful(data, base_offset)
         self._learn(decode_lines(_sample(data), 0, self.line_cap)[0])
         batches: list[Batch] = []
         bad: list[BadLine] = []
         self._bulk_or_split(data, base_offset, batches, bad)
+        if len(batches) > 1:
+            bad.sort(key=lambda item: item.offset)
         return adopt_legacy_time(concat_batches(batches)), bad
 
     def _bulk_or_split(self, data: bytes, offset: int, batches: list[Batch], bad: list[BadLine]) -> None:
@@ -55,7 +89,9 @@ class ChunkParser:
         decoded = decode_bulk(data, self.kinds, self.line_cap)
         if decoded is not None:
             batch, kinds = decoded
-            self.kinds.update(kinds)
+            for key, kind in kinds.items():
+                if self.kinds.get(key) != kind:
+                    self._set_kind(key, kind)
             self.bulk_chunks += 1
             batches.append(batch)
             return
@@ -71,23 +107,53 @@ class ChunkParser:
             self._bulk_or_split(data[start:end], offset + start, batches, bad)
 
     def _careful(self, data: bytes, offset: int, adopt: bool = True) -> tuple[Batch, list[BadLine]]:
-        records, bad = decode_lines(data, offset, self.line_cap)
+        offsets: list[int] = []
+        records, bad = decode_lines(data, offset, self.line_cap, offsets)
         self._learn(records)
-        batch = records_to_batch(records)
+        problems: list[tuple[int, str, bool]] = []
+        batch = records_to_batch(records, self._numeric, problems)
+        if problems:
+            bad = _merge_bad(bad, problems, offsets)
         return (adopt_legacy_time(batch) if adopt else batch), bad
+
+    def _numeric(self, key: str) -> bool:
+        return self.kinds.get(key) in NUMERIC_KINDS
 
     def _learn(self, records: list[dict[str, Any]]) -> None:
         kinds = self.kinds
         for record in records:
             for key, value in record.items():
                 kind = value_kind(value)
-                if kind is None:
-                    continue
-                known = kinds.get(key)
-                if known is None:
-                    kinds[key] = kind
-                elif known != kind:
-                    kinds[key] = MIXED
+                if kind is not None and kinds.get(key) != kind:
+                    self._set_kind(key, kind)
+
+    def _set_kind(self, key: str, kind: str) -> None:
+        """Record that ``key`` held a value of ``kind``: numbers win over text, for good."""
+        known = self.kinds.get(key)
+        if known is None:
+            # The format's numeric keys (loss, lr, ...) are numbers even when text comes first.
+            new = FLOAT if kind == TEXT and is_numeric_key(key) else kind
+        elif known in (kind, MIXED) or kind == TEXT:
+            return  # text under a numeric key is a bad value, not a change of kind
+        elif known == TEXT:
+            new = kind
+            if key in self._texts_out:
+                self.reread = True  # text of this key is already out, as a column: read the file again
+        else:
+            new = MIXED  # numbers and booleans
+        self.kinds[key] = new
+
+
+def _merge_bad(bad: list[BadLine], problems: list[tuple[int, str, bool]], offsets: list[int]) -> list[BadLine]:
+    """Bad lines plus lines with a bad step or value: one entry per line, in file order."""
+    seen: dict[int, BadLine] = {}
+    for index, reason, partial in problems:
+        offset = offsets[index]
+        if offset not in seen:
+            seen[offset] = BadLine(offset, reason, partial)
+    merged = bad + list(seen.values())
+    merged.sort(key=lambda item: item.offset)
+    return merged
 
 
 def _sample(data: bytes) -> bytes:

@@ -41,15 +41,21 @@ class Snapshot:
     A merged mask is built on first use and kept, so fifty viewers of a run build it once.
     """
 
-    __slots__ = ("_built", "_lock", "frame", "order", "parts", "version")
+    __slots__ = ("_built", "_lock", "frame", "ignored", "order", "parts", "version")
 
     def __init__(
-        self, frame: pd.DataFrame, parts: list[Part], order: np.ndarray | None, version: tuple[Any, ...]
+        self,
+        frame: pd.DataFrame,
+        parts: list[Part],
+        order: np.ndarray | None,
+        version: tuple[Any, ...],
+        ignored: frozenset[tuple[int, str]] = frozenset(),
     ) -> None:
         self.frame = frame
         self.parts = parts
         self.order = order
         self.version = version
+        self.ignored = ignored  # (part, column): text in a column other ranks hold numbers in, read as not logged
         self._built: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -69,7 +75,10 @@ class Snapshot:
             return hit
         if not self.has_mask(column):
             raise KeyError(f"no column {column!r} in this run; columns are {list(self.frame.columns)}")
-        pieces = [masks[column] if column in masks else np.zeros(rows, bool) for masks, rows in self.parts]
+        pieces = [
+            masks[column] if column in masks and (i, column) not in self.ignored else np.zeros(rows, bool)
+            for i, (masks, rows) in enumerate(self.parts)
+        ]
         if self.order is None and len(pieces) == 1:
             mask = _read_only(pieces[0])  # the table's own read-only view: no copy
         else:

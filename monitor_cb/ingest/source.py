@@ -106,22 +106,36 @@ class MetricsSource(TableSource):
     def poll(self) -> int:
         """Read what is new; returns the number of records taken (0 when idle)."""
         with self.lock:
-            taken = 0
-            for item in self.tail.poll():
-                if isinstance(item, Chunk):
-                    if item.reset:
-                        self._reset()
-                    if item.data:
-                        batch, bad = self.parser.parse(item.data, item.offset)
-                        taken += self.table.append(batch)
-                        self._count_bad(bad)
-                else:
-                    self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
+            taken = self._read_new()
+            if self.parser.reread:
+                # A key turned numeric after its text values went into the table: read the file
+                # again knowing it, so those values are counted as bad and the column is numeric.
+                self.parser.restart()
+                self._clear()
+                self.tail.rewind()
+                taken = self._read_new()
             self.last_poll = time.time()
             return taken
 
+    def _read_new(self) -> int:
+        taken = 0
+        for item in self.tail.poll():
+            if isinstance(item, Chunk):
+                if item.reset:
+                    self._reset()
+                if item.data:
+                    batch, bad = self.parser.parse(item.data, item.offset)
+                    taken += self.table.append(batch)
+                    self._count_bad(bad)
+            else:
+                self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
+        return taken
+
     def _reset(self) -> None:
-        self.table.clear()
         self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.table.clear()
         self.bad_count = 0
         self.bad_lines = []

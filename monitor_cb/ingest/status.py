@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 FINAL = ("finished", "failed", "stopped")
+_PID_LIMIT = 1 << 31  # pid_t is 32 bits: a larger "pid" in a metadata file is garbage
 # When ranks disagree, the most alarming status names the run.
 PRIORITY = ("failed", "crashed", "stalled", "running", "stopped", "finished")
 
@@ -53,7 +54,8 @@ def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tup
     meta = activity.meta
     said = meta.get("status")
     if said in FINAL:
-        return said, meta.get("reason")
+        reason = meta.get("reason")
+        return said, reason if reason is None or isinstance(reason, str) else str(reason)[:500]
     idle = now - activity.last_write
     if meta and process_gone(meta):
         return "crashed", f"process {meta.get('pid')} on {meta.get('host')} is gone"
@@ -92,8 +94,8 @@ def usual_interval(times: np.ndarray) -> float | None:
 def process_gone(meta: dict[str, Any]) -> bool:
     """True when the writer ran on this host and its pid is dead (or reused by a younger process)."""
     pid = meta.get("pid")
-    if meta.get("host") != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
+    if meta.get("host") != socket.gethostname() or type(pid) is not int or not 0 < pid < _PID_LIMIT:
+        return False  # another host, or not a pid at all: nothing to say
     try:
         import psutil
     except ImportError:  # pragma: no cover - psutil is pinned
@@ -105,7 +107,7 @@ def process_gone(meta: dict[str, Any]) -> bool:
     except psutil.Error:
         return False
     start = meta.get("start_time")
-    return isinstance(start, (int, float)) and created > start + 5.0
+    return type(start) in (int, float) and -1e18 < start < 1e18 and created > start + 5.0
 
 
 def _pid_alive(pid: int) -> bool:

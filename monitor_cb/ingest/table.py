@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from monitor_cb.ingest.batch import Batch
+from monitor_cb.record import SEG_LIMIT as _SEG_LIMIT
+from monitor_cb.record import STEP_LIMIT as _STEP_LIMIT
 
 if TYPE_CHECKING:
     import pandas as pd
-
-_STEP_LIMIT = 1 << 40  # steps above a trillion are garbage; keeps (seg, step) packable in an int64
-_SEG_LIMIT = 1 << 22
 _MIN_CAPACITY = 1024
 # Versions come from one counter for the whole process, so a version names one state of one table:
 # a table cleared (file replaced) or made anew (run rediscovered) never repeats an earlier version.
@@ -186,8 +185,11 @@ class RankTable:
         groups.add("t", batch.t, ~np.isnan(batch.t))
         for name, (values, logged) in batch.floats.items():
             groups.add(name, values, logged)
+            if name in self.texts:  # a column one name cannot be twice: numbers win (the parser counts the text)
+                self._drop_text(name)
         for name, (values, logged) in batch.texts.items():
-            groups.add(name, values, logged, text=True)
+            if name not in batch.floats and name not in self.floats:
+                groups.add(name, values, logged, text=True)
         group_segs = groups.keys // _STEP_LIMIT
         if group_segs[0] == group_segs[-1]:
             self._merge_segment(int(group_segs[0]), groups)
@@ -345,6 +347,14 @@ class RankTable:
         self._cap = cap
         self.n = total
         self._shared = 0
+
+    def _drop_text(self, name: str) -> None:
+        """Forget a text column whose name now holds numbers (in history too)."""
+        del self.texts[name]
+        for _, _, columns in self._history:
+            got = columns.get(name)
+            if got is not None and got[0].dtype == object:
+                del columns[name]
 
     def _all(self) -> list[tuple[str, _Column]]:
         return [("t", self._t), *self.floats.items(), *self.texts.items()]

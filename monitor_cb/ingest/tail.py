@@ -142,6 +142,14 @@ class FileTail:
         low = self.offset - len(self._window)
         return os.pread(fd, len(self._window), low) == self._window
 
+    def rewind(self) -> None:
+        """Read the file again from its start at the next poll (the caller cleared what it built)."""
+        self.offset = 0
+        self._head = b""
+        self._window = b""
+        self._skipping = False
+        self._signature = None
+
     def _restart(self) -> None:
         self.offset = 0
         self._head = b""

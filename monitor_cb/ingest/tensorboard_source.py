@@ -80,6 +80,8 @@ class TensorBoardGroup:
                 taken += added
             for rank in reader.ranks:
                 self.source(rank)
+            for rank, count in reader.bad_steps.items():
+                self.source(rank).bad_count = count  # values at a step out of range, dropped by the reader
             self.activity.mtime = float(reader.last_write or 0.0)
             if taken or not self.meta:
                 self.meta = reader.meta()

@@ -100,3 +100,14 @@ def test_missing_tensorboard_package(tmp_path: Path, monkeypatch: pytest.MonkeyP
     err = capsys.readouterr().err
     assert "optional 'tensorboard' package" in err and "pip install tensorboard" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_steps_out_of_range_are_skipped_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.importers.test_tensorboard import write_bad_steps
+
+    write_bad_steps(tmp_path / "tb")
+    dest = tmp_path / "logs" / "imported"
+    assert main(["import-tb", str(tmp_path / "tb"), str(dest)]) == 0
+    assert "skipped 2 scalar value(s)" in capsys.readouterr().err
+    lines = strict_lines(dest / "metrics.jsonl")
+    assert [(line["step"], line["loss"]) for line in lines][-1] == (4, 0.25) and len(lines) == 4

@@ -282,3 +282,22 @@ def test_events_written_by_mindformers_itself(tmp_path: Path) -> None:
     }
     assert math.isnan(rows[(0, 3)]["loss"]) and math.isnan(rows[(1, 3)]["loss"])
     assert [rows[(0, s)]["samples"] for s in range(1, 6)] == [8, 16, 24, 32, 40]
+
+
+def write_bad_steps(logdir: Path) -> None:
+    """Scalars at steps 1..3, then at a negative and a huge step (what a buggy global_step gives)."""
+    writer = SummaryWriter(str(logdir), flush_secs=3600)
+    for step in (1, 2, 3):
+        writer.add_scalar("loss", 1.0 / step, global_step=step)
+    writer.add_scalar("loss", 1.23e32, global_step=-5)
+    writer.add_scalar("loss", 4.56e32, global_step=2**62)
+    writer.add_scalar("loss", 0.25, global_step=4)
+    writer.close()
+
+
+def test_steps_out_of_range_are_dropped_and_counted(tmp_path: Path) -> None:
+    write_bad_steps(tmp_path / "run")
+    run = TensorBoardRun(tmp_path / "run")
+    records = run.poll()
+    assert [(r["step"], r["loss"]) for r in records] == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3)), (4, 0.25)]
+    assert run.bad_steps == {0: 2} and run.meta()["bad_step_values"] == 2

@@ -63,3 +63,35 @@ def test_export_parquet_nan_versus_null(root: Path, tmp_path: Path) -> None:
     loss = table.column("loss").to_pylist()
     assert math.isnan(loss[2]) and loss[0] == 1.0
     assert table.column("eval_acc").to_pylist() == [None, None, None, None, 0.9]
+
+
+def test_a_text_value_under_loss_is_counted_and_the_column_stays_numeric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    lines = [json.dumps({"step": s, "loss": "oops" if s == 50 else 1.0 / s}) for s in range(1, 101)]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["summary", "r", "--root", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["last_values"]["loss"] == {"step": 100, "value": 0.01} and out["bad_lines"] == 1
+    assert main(["export", "r", "--root", str(tmp_path)]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert frame["loss"].dtype == float and frame["loss"].notna().sum() == 99
+    assert math.isnan(frame["loss"].iloc[49])
+
+
+BIG = "1" + "0" * 400  # a JSON integer no double holds
+HOSTILE_META = (
+    '{"name": 5, "status": "finished", "reason": 1e400, "pid": BIG, "start_time": BIG, "first_start_time": [1],'
+    ' "end_time": "abc", "config": [1], "batch_size": BIG, "world_size": "x", "total_steps": 1e400, "rank": {}}'
+).replace("BIG", BIG)
+
+
+def test_hostile_metadata_values_never_break_summary_or_export(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "grp" / "exp1" / "metrics.meta.json").write_text(HOSTILE_META)
+    assert main(["summary", "grp/exp1", "--root", str(root), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "finished" and out["reason"] == "inf" and out["name"] == "5"
+    assert main(["summary", "grp/exp1", "--root", str(root)]) == 0
+    assert main(["export", "grp/exp1", "--root", str(root)]) == 0

@@ -57,3 +57,13 @@ def test_article_jsonl_with_bare_nan_is_a_run(tmp_path: Path) -> None:
     assert info.id == "article/exp1" and list(frame["step"]) == [20, 40, 60]
     assert math.isnan(frame["loss"].iloc[1]) and frame["loss"].iloc[2] == math.inf
     assert frame["t"].iloc[0] == 1.7e9 + 20
+
+
+def test_tensorboard_steps_out_of_range_are_bad_not_merged(tmp_path: Path) -> None:
+    from tests.importers.test_tensorboard import write_bad_steps
+
+    write_bad_steps(tmp_path / "logs" / "tb")
+    store = RunStore(tmp_path / "logs", rescan_interval_s=0)
+    frame = store.read("tb").frame
+    assert frame["step"].tolist() == [1, 2, 3, 4] and frame["loss"].max() <= 1.0, "no row overwritten"
+    assert store.run_info("tb").bad_lines == 2
