@@ -15,6 +15,7 @@ import numbers
 import operator
 import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,9 @@ def encode_record(
 ) -> dict[str, Any]:
     """Encode every value of a record (see :func:`encode_value`).
 
-    Plain floats, ints and strings, by far the common case, take a fast path. A value
+    Plain floats, ints and strings, by far the common case, take a fast path; a plain int
+    passes whatever its size (valid JSON; an encoder limited to 64 bits maps it with
+    :func:`encode_value`, as the writer does for the rare line orjson refuses). A value
     that cannot be written leaves its key out; ``(key, why)`` is appended to ``dropped``.
     """
     out: dict[str, Any] = {}
@@ -133,7 +136,7 @@ def encode_record(
         kind = type(value)
         if kind is float:
             out[key] = value if value - value == 0.0 else _nonfinite_string(value)  # inf-inf, nan-nan are nan
-        elif (kind is int and _INT_MIN <= value <= _INT_MAX) or kind is str or kind is bool or value is None:
+        elif kind is int or kind is str or kind is bool or value is None:
             out[key] = value
         else:
             try:
@@ -282,8 +285,12 @@ def _is_finite_number(value: Any) -> bool:
     """Whether a number is finite in its own type (``Decimal("1e400")`` is; a double of it is not)."""
     if isinstance(value, decimal.Decimal):
         return value.is_finite()
+    if isinstance(value, float) or getattr(getattr(value, "dtype", None), "itemsize", 16) <= 8:
+        return False  # a double (or narrower) converts exactly: it was infinite already
     try:
-        return bool(value - value == 0)  # inf - inf and nan - nan are nan
+        with warnings.catch_warnings():  # numpy warns on inf - inf
+            warnings.simplefilter("ignore")
+            return bool(value - value == 0)  # inf - inf and nan - nan are nan
     except Exception:  # noqa: BLE001 - an exotic number type
         return True
 

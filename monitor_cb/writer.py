@@ -35,8 +35,10 @@ from monitor_cb.record import (
     SCHEMA_VERSION,
     SEG_LIMIT,
     STEP_LIMIT,
+    Unwritable,
     check_step,
     encode_record,
+    encode_value,
     meta_path_for,
     metrics_filename,
 )
@@ -407,13 +409,14 @@ class MetricsWriter:
             encoded = encode_record(record, dropped)
             try:
                 line = _dumps_line(encoded)
-            except Exception:  # noqa: BLE001 - find the values the encoder refuses, keep the rest
+            except Exception:  # noqa: BLE001 - rare: an int beyond 64 bits (orjson's limit), or worse
                 for key in list(encoded):
-                    try:
-                        _dumps_line({key: encoded[key]})
-                    except Exception as exc:  # noqa: BLE001
-                        dropped.append((key, f"not encodable ({exc})"))
+                    fixed, why = _fixed_value(encoded[key])
+                    if why:
+                        dropped.append((key, why))
                         del encoded[key]
+                    else:
+                        encoded[key] = fixed
                 line = _dumps_line(encoded)
         except Exception as exc:  # noqa: BLE001 - never raise into training
             self.dropped += 1
@@ -507,6 +510,21 @@ def _safe_argv(argv: list[str]) -> list[str]:
     return [redact(arg) for arg in argv]
 
 
+def _fixed_value(value: Any) -> tuple[Any, str]:
+    """(a value orjson can write, "") -- itself, or an int beyond 64 bits as its nearest double -- else (None, why)."""
+    try:
+        _dumps_line({"": value})
+        return value, ""
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        fixed = encode_value(value)  # ints outside 64 bits become doubles; too large for one: Unwritable
+        _dumps_line({"": fixed})
+    except Exception as exc:  # noqa: BLE001
+        return None, str(exc) if isinstance(exc, Unwritable) else f"not encodable ({exc})"
+    return fixed, ""
+
+
 def _check_int(name: str, value: Any, minimum: int) -> int:
     """A user's integer argument, or a ValueError naming it."""
     try:
@@ -531,7 +549,7 @@ def _check_time(t: Any) -> float:
 def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
     """Metadata values as JSON: what cannot be a number is kept as its text (it is only shown)."""
     try:
-        return encode_record(fields, fallback=str)
+        return encode_value(dict(fields), fallback=str)  # the full path: ints beyond 64 bits checked too
     except Exception as exc:  # noqa: BLE001 - a hostile object's __str__ or a broken mapping
         return {"unreadable_fields": f"{type(exc).__name__}: {exc}"[:200]}
 

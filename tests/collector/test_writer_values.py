@@ -139,14 +139,21 @@ def test_a_value_no_double_can_hold_drops_only_its_key_warned_once_per_key(tmp_p
         warnings.simplefilter("always")
         with MetricsWriter(tmp_path / "run") as writer:
             for step in range(1, 6):
-                writer.log(step=step, loss=float(step), big=10**400, dec=decimal.Decimal("1e400"), z=1 + 2j)
+                writer.log(
+                    step=step,
+                    loss=float(step),
+                    big=10**400,
+                    dec=decimal.Decimal("1e400"),
+                    ld=np.longdouble("1e400"),
+                    z=1 + 2j,
+                )
     records = lines(tmp_path / "run")
     assert [r["loss"] for r in records] == [1.0, 2.0, 3.0, 4.0, 5.0], "every record kept"
     assert all(set(r) == {"step", "t", "rank", "seg", "loss"} for r in records)
     messages = monitor_warnings(caught)
-    for key in ("big", "dec", "z"):
+    for key in ("big", "dec", "ld", "z"):
         assert len([m for m in messages if f"{key!r}" in m]) == 1, (key, messages)
-    assert len(messages) == 3
+    assert len(messages) == 4
 
 
 def test_nested_and_cyclic_values_never_lose_the_record(tmp_path: Path) -> None:
