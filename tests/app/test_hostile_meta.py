@@ -28,20 +28,21 @@ HOSTILE = {
 
 
 @pytest.fixture(params=list(HOSTILE))
-def hostile(request: pytest.FixtureRequest, log_root: Path) -> Path:
+def hostile(request: pytest.FixtureRequest, log_root: Path) -> str:
+    """Which metadata the run ``hostile`` under the log root holds."""
     run = write_hostile_run(log_root, "hostile", "1.0")  # a text loss at step 50 as well
     (run / "metrics.meta.json").write_text(HOSTILE[request.param])
     write_hostile_run(log_root, "other", "NaN")
-    return log_root
+    return str(request.param)
 
 
-def test_live_page(hostile: Path) -> None:
+def test_live_page(hostile: str) -> None:
     at = run_entry(DASHBOARD, {"run": "hostile"})
     assert_ok(at)
     assert_good_losses_drawn(at, "loss (raw)")
 
 
-def test_compare_page(hostile: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_page(hostile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONITOR_TEST_PAGE", raising=False)
     at = run_entry(COMPARE_ENTRY, {"runs": ["hostile", "other"], "metric": ["loss"], "align": "samples"})
     assert_ok(at)
@@ -50,8 +51,11 @@ def test_compare_page(hostile: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert_good_losses_drawn(at, "hostile")
 
 
-def test_replay_page(hostile: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_page(hostile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MONITOR_TEST_PAGE", "replay")
     at = run_entry(COMPARE_ENTRY, {"run": "hostile"})
     assert_ok(at)
+    if hostile == "finished":  # a running run is not replayable: another one is shown
+        assert at.sidebar.selectbox(key="rp_run").value == "hostile"
+        assert_good_losses_drawn(at, "loss (raw)")
     assert charts(at)

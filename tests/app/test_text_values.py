@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,10 @@ def write_hostile_run(root: Path, name: str, bad_value: str, article: bool = Fal
             record = {"step": step, "t": 1.7e9 + step, "rank": 0, "seg": 1, "loss": loss, "lr": 1e-3}
         lines.append(json.dumps(record))
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    if not article:
+    if article:  # without metadata a run is finished once idle for an hour: make it so, so Replay lists it
+        hours_ago = time.time() - 7200
+        os.utime(run / "metrics.jsonl", (hours_ago, hours_ago))
+    else:
         meta = {"schema": 1, "name": name, "status": "finished", "segment": 1, "end_time": 1.7e9 + STEPS}
         (run / "metrics.meta.json").write_text(json.dumps(meta))
     return run
@@ -120,6 +125,7 @@ def test_replay_page_renders_from_the_root(hostile: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("MONITOR_TEST_PAGE", "replay")
     at = run_entry(COMPARE_ENTRY, {"run": "hostile"})
     assert_ok(at)
+    assert at.sidebar.selectbox(key="rp_run").value == "hostile"
     assert_good_losses_drawn(at, "loss (raw)")
 
 
