@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -333,7 +334,10 @@ def _missing(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    """A real number a double holds; a JSON integer of 400 digits (float() refuses it) is shown as text."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    return not isinstance(value, int) or -sys.float_info.max <= value <= sys.float_info.max
 
 
 def _number_text(value: float) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -316,7 +317,10 @@ def _absent(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    """A real number a double holds; a JSON integer of 400 digits (float() refuses it) is shown as text."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    return not isinstance(value, int) or -sys.float_info.max <= value <= sys.float_info.max
 
 
 def _float_array(column: pd.Series) -> np.ndarray:
@@ -327,6 +331,6 @@ def _float_array(column: pd.Series) -> np.ndarray:
 def _num(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
         return None
     return number if math.isfinite(number) else None

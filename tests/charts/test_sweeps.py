@@ -173,3 +173,13 @@ def test_figures_from_a_real_runs_table(tmp_path: Path) -> None:
     assert sorted(pc.data[0].line.color).count(1.0) == 2  # the two lr=1e-2 runs ended in NaN
     sc = sweep_scatter_figure(table.frame, "lr", "eval_accuracy.best")
     assert len(sc.data[0].x) == 6
+
+
+def test_a_config_integer_no_double_holds_makes_a_categorical_axis() -> None:
+    frame = sweep_frame()
+    frame["lr"] = frame["lr"].astype(object)
+    frame.loc[3, "lr"] = 10**400  # a 401-digit JSON integer from a metadata file: float() raises on it
+    fig = parallel_coordinates_figure(frame, ["lr", "optimizer"], "loss.best")
+    assert fig.data[0].dimensions[0].label == "lr"  # categorical: no log scale for it
+    scatter = sweep_scatter_figure(frame, "lr", "loss.best")
+    assert scatter.data

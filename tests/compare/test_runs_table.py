@@ -187,3 +187,15 @@ def test_no_runs_and_one_run(tmp_path: Path) -> None:
 def test_unknown_statistic_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown statistics"):
         TableOptions(stats=("last", "median"))
+
+
+def test_a_config_integer_no_double_holds_is_text_not_a_crash(sweep: RunStore, tmp_path: Path) -> None:
+    """Metadata is read from disk: a 401-digit JSON integer (float() raises on it) sorts and groups as text."""
+    meta_path = tmp_path / "lr1e-2-s1" / "metrics.meta.json"
+    meta_path.write_text(meta_path.read_text().replace('"lr": 0.01', '"lr": 1' + "0" * 400))
+    table = table_of(RunStore(tmp_path))
+    assert sort_table(table, "lr").ids[-1] == "lr1e-2-s1" and len(sort_table(table, "lr").ids) == 6  # as text
+    assert len(groups(table, "lr")) == 4 and not display_table(table, NOW).empty
+    start_time = meta_path.read_text().replace('"start_time": ', '"start_time": 1' + "0" * 400 + ', "x": ')
+    meta_path.write_text(start_time)
+    assert "lr1e-2-s1" in table_of(RunStore(tmp_path)).ids
