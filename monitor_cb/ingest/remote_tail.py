@@ -249,6 +249,17 @@ class RemoteTail:
         window = buffer[max(consumed - FINGERPRINT_BYTES, 0) : consumed]
         self._window = (self._window + window)[-FINGERPRINT_BYTES:] if len(window) < FINGERPRINT_BYTES else window
 
+    def rewind(self) -> None:
+        """Read the file again from its start at the next poll (the owning source cleared what it built)."""
+        self.offset = self._received = self.size = 0
+        self._partial = b""
+        self._skipping = False
+        self._anchor = None
+        self._object_etag = None
+        self._head = self._window = b""
+        self._final = False
+        self._next_check = float("-inf")
+
     def _reset(self) -> Iterator[Chunk]:
         self.offset = self._received = self.size = 0
         self._partial = b""

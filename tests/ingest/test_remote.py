@@ -260,3 +260,21 @@ def test_real_runs_read_back_identical(s3_env: S3Env) -> None:
         assert found[run.name].bad_lines == local.run_info(run.name).bad_lines
         checked += 1
     assert checked >= 8
+
+
+def test_a_key_turning_numeric_is_read_again_from_the_bucket(s3_env: S3Env, tmp_path: Path) -> None:
+    """Text first, numbers in a later poll: the remote file is read again, the text counted as bad."""
+    run = tmp_path / "exp1"
+    writer = MetricsWriter(run, rank=0, world_size=1, fsync_interval=0)
+    writer.log_at(1.7e9 + 1, step=1, loss=1.0, acc="n/a")
+    writer.flush()
+    shipper = ship(run, s3_env.url("root", "exp1"))
+    store = remote_store(s3_env.url("root"))
+    assert store.frame("exp1")["acc"].tolist() == ["n/a"]
+    for step in range(2, 6):
+        writer.log_at(1.7e9 + step, step=step, loss=1.0 / step, acc=step / 10)
+    writer.close()
+    assert shipper.ship_all(20)
+    frame = store.frame("exp1")
+    assert frame["acc"].dtype == float and frame["acc"].tolist()[1:] == [0.2, 0.3, 0.4, 0.5]
+    assert store.run_info("exp1").bad_lines == 1 and frame["step"].tolist() == [1, 2, 3, 4, 5]
