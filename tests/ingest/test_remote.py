@@ -270,11 +270,11 @@ def test_a_key_turning_numeric_is_read_again_from_the_bucket(s3_env: S3Env, tmp_
     writer.flush()
     shipper = ship(run, s3_env.url("root", "exp1"))
     store = remote_store(s3_env.url("root"))
-    assert store.frame("exp1")["acc"].tolist() == ["n/a"]
+    assert store.read("exp1").frame["acc"].tolist() == ["n/a"]
     for step in range(2, 6):
         writer.log_at(1.7e9 + step, step=step, loss=1.0 / step, acc=step / 10)
     writer.close()
     assert shipper.ship_all(20)
-    frame = store.frame("exp1")
+    frame = store.read("exp1").frame
     assert frame["acc"].dtype == float and frame["acc"].tolist()[1:] == [0.2, 0.3, 0.4, 0.5]
     assert store.run_info("exp1").bad_lines == 1 and frame["step"].tolist() == [1, 2, 3, 4, 5]
