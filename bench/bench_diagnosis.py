@@ -1,17 +1,27 @@
-"""Acceptance of the diagnosis detectors on labelled synthetic runs, and the cost of ``diagnose``.
+"""Acceptance of the diagnosis detectors: real runs first, then real runs with faults, then synthetic runs.
 
-Prints, in one run:
-* per failure kind: runs, how many were flagged, the delay in logged points after the onset
-  (median / max; for ``stalled`` the seconds of silence, for ``overfitting`` also evaluations),
-  how many were flagged within 20 points, and warning/error findings of any kind before the onset;
-* healthy runs (different seeds and lengths, 300..20,000 points, diagnosed as *live* runs): every
-  warning or error is a false alarm; info findings (plateau) are counted separately;
-* healthy runs from ``monitor_cb.samples`` (the dashboard's sample family, faults removed);
-* the time ``diagnose`` takes on a 1M-row frame.
+Prints, side by side for the two halves of the real corpus (a leave-half-out check: "A" and "B" by a
+hash of the run name) and for all of it:
+
+(a) **real corpus** (``../shared/real_runs`` or ``$MONITOR_REAL_RUNS``; skipped when absent):
+    * healthy runs: warnings/errors per run, as the finished run is diagnosed and as the watcher would
+      have seen them live (the union over 40 growing prefixes), by kind; runs on which ``diagnose``
+      would exit 1 (an error finding);
+    * labelled events: found with the right kind near the labelled step, by kind (each run cut 20
+      logged points after the event, 6 evaluations for overfitting), with what was found instead;
+(b) **injected faults on real curves** (``monitor_cb.diagnosis.inject``): NaN onset, persistent loss
+    spikes x3..x10, eval-loss rise, throughput drop to 30..70%, lr break, a slow rank in an 8-rank run
+    built from real curves: found within 20 logged points (6 evaluations) of the onset, and warnings
+    before the onset;
+(c) **synthetic runs** (``monitor_cb.diagnosis.synthetic``): per failure kind, the delay in logged points,
+    and false alarms on healthy synthetic runs and on ``monitor_cb.samples`` runs;
+* the time ``diagnose`` takes on a 1M-row frame, with the time of one pandas rolling median over the
+  same loss column measured in the same run as the yardstick.
 
 * with ``--demo STEPS``: real MindSpore demo runs (healthy seeds and each ``--inject`` fault), diagnosed.
 
-Run: ``.venv/bin/python bench/bench_diagnosis.py [--runs 12] [--healthy 30] [--rows 1000000] [--demo 1000]``
+Run: ``.venv/bin/python bench/bench_diagnosis.py [--seeds 3] [--runs 12] [--healthy 30] [--rows 1000000]``
+(``--only real|injected|synthetic|speed`` runs one part).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,8 +37,132 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
+from monitor_cb.diagnosis.corpus import corpus_dir, iter_runs, live_alarms, score_event
+from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
 from monitor_cb.diagnosis.synthetic import FAILURE_KINDS, healthy_run, labelled_run, score
 
+SPLITS = ("A", "B", "all")
+
+
+# --------------------------------------------------------------------------- (a) the real corpus
+def bench_real(root: Path, settings: DiagnosisSettings, verbose: bool) -> list[str]:
+    runs = list(iter_runs(root))
+    final, live, exits, healthy = defaultdict(Counter), defaultdict(Counter), Counter(), Counter()
+    noisy_runs = Counter()
+    events, found, misses = defaultdict(Counter), defaultdict(Counter), []
+    for run in runs:
+        for split in (run.split, "all"):
+            healthy[split] += run.healthy
+        if run.healthy:
+            now = [f for f in diagnose_finished(run, settings) if f.level >= 1]
+            seen = live_alarms(run, settings)
+            for split in (run.split, "all"):
+                final[split].update(f.kind for f in now)
+                live[split].update(f.kind for f in seen)
+                exits[split] += any(f.severity == "error" for f in now)
+                noisy_runs[split] += bool(seen)
+            if verbose:
+                for f in seen:
+                    print(f"  FALSE ALARM {run.name} ({run.split}): {f.kind} {f.severity} @{f.step}: {f.message}")
+        for event in run.events:
+            result = score_event(run, event, settings)
+            for split in (run.split, "all"):
+                events[split][event.kind] += 1
+                found[split][event.kind] += result.found
+            if not result.found:
+                misses.append(f"{run.name}:{event.kind}@{event.step}")
+    lines = [f"(a) real corpus: {len(runs)} runs in {root} (healthy: A {healthy['A']}, B {healthy['B']})"]
+    lines.append(f"  {'':<44}" + "".join(f"{s:>22}" for s in SPLITS))
+
+    def row(label: str, cells: list[str]) -> None:
+        lines.append(f"  {label:<44}" + "".join(f"{c:>22}" for c in cells))
+
+    row("healthy runs", [str(healthy[s]) for s in SPLITS])
+    row("warnings+errors, finished run (per run)", [_per_run(final[s], healthy[s]) for s in SPLITS])
+    row("warnings+errors seen live (per run)", [_per_run(live[s], healthy[s]) for s in SPLITS])
+    row("healthy runs with any live alarm", [str(noisy_runs[s]) for s in SPLITS])
+    row("healthy runs where diagnose exits 1", [str(exits[s]) for s in SPLITS])
+    for kind in sorted(set(live["all"]) | set(final["all"])):
+        row(f"  {kind} (finished / live)", [f"{final[s][kind]} / {live[s][kind]}" for s in SPLITS])
+    row("labelled events found (right kind)", [_ratio(found[s], events[s]) for s in SPLITS])
+    for kind in sorted(events["all"]):
+        row(f"  {kind}", [_ratio_kind(found[s], events[s], kind) for s in SPLITS])
+    lines.append("  missed: " + (", ".join(misses) if misses else "none"))
+    return lines
+
+
+def diagnose_finished(run, settings):
+    return diagnose(run.frame, settings, status="finished", logged=run.logged)
+
+
+def _per_run(counter: Counter, runs: int) -> str:
+    total = sum(counter.values())
+    return f"{total} ({total / runs:.2f})" if runs else "-"
+
+
+def _ratio(found: Counter, total: Counter) -> str:
+    return f"{sum(found.values())}/{sum(total.values())}"
+
+
+def _ratio_kind(found: Counter, total: Counter, kind: str) -> str:
+    return f"{found[kind]}/{total[kind]}" if total[kind] else "-"
+
+
+# --------------------------------------------------------------------------- (b) faults on real curves
+def bench_injected(root: Path, settings: DiagnosisSettings, seeds: int, verbose: bool) -> list[str]:
+    runs = [r for r in iter_runs(root) if r.healthy]
+    cases, within, anywhere, early_cases = (
+        defaultdict(Counter),
+        defaultdict(Counter),
+        defaultdict(Counter),
+        defaultdict(Counter),
+    )
+    delays, early_kinds, missed = defaultdict(list), Counter(), defaultdict(list)
+    for fi, fault in enumerate(FAULTS):
+        for ri, run in enumerate(runs):
+            for seed in range(seeds):
+                inj = inject(run, fault, 1_000_003 * (fi + 1) + 1009 * ri + seed)
+                if inj is None:
+                    continue
+                result = score_injected(inj, settings)
+                for split in (run.split, "all"):
+                    cases[split][fault] += 1
+                    within[split][fault] += result.within_goal
+                    anywhere[split][fault] += result.delay is not None
+                    early_cases[split][fault] += bool(result.early)
+                delays[fault].append(result.delay)
+                early_kinds.update(result.early)
+                if not result.within_goal:
+                    missed[fault].append(f"{run.name}[{inj.variant}]:{'-' if result.delay is None else result.delay}")
+                if verbose and result.early:
+                    print(f"  EARLY {fault} {run.name} [{inj.variant}] onset {inj.onset_step}: {result.early}")
+    lines = [f"(b) faults injected into healthy real runs ({seeds} seed(s) per run and fault; goal: within 20 points)"]
+    lines.append(
+        f"  {'fault':<16}"
+        + "".join(f"{s + ' within/cases':>22}" for s in SPLITS)
+        + f"{'delay med/max':>15}{'found at all':>14}{'early':>7}"
+    )
+    for fault in FAULTS:
+        got = [d for d in delays[fault] if d is not None]
+        dl = f"{statistics.median(got):.0f}/{max(got)}" if got else "-"
+        cells = "".join(f"{_pct(within[s][fault], cases[s][fault]):>22}" for s in SPLITS)
+        lines.append(
+            f"  {fault:<16}{cells}{dl:>15}{_pct(anywhere['all'][fault], cases['all'][fault]):>14}"
+            f"{early_cases['all'][fault]:>7}"
+        )
+    tot = [_pct(sum(within[s].values()), sum(cases[s].values())) for s in SPLITS]
+    lines.append(f"  {'all faults':<16}" + "".join(f"{c:>22}" for c in tot))
+    lines.append(f"  warnings before the onset, by kind: {dict(early_kinds) or 0}")
+    for fault, items in missed.items():
+        lines.append(f"  not within goal, {fault}: " + ", ".join(items[:30]) + (" ..." if len(items) > 30 else ""))
+    return lines
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "-"
+
+
+# --------------------------------------------------------------------------- (c) synthetic runs
 GOAL_POINTS = 20
 
 
@@ -56,7 +190,10 @@ def bench_kinds(runs: int, settings: DiagnosisSettings) -> list[str]:
             med = f"{statistics.median(delays):.0f} s" if delays else "-"
             mx = f"{max(delays):.0f} s" if delays else "-"
             within = "n/a"
-            notes.append("delay = seconds of silence: max(120 s, 20 x usual interval, 1.5 x p99 gap)")
+            notes.append(
+                f"delay = seconds of silence: max({settings.stall_min_seconds:g} s, "
+                f"{settings.stall_factor:g} x usual interval, 1.5 x p99 gap)"
+            )
         else:
             med = f"{statistics.median(delays):.0f}" if delays else "-"
             mx = f"{max(delays):.0f}" if delays else "-"
@@ -130,13 +267,17 @@ def _records_frame(records) -> pd.DataFrame:
 
 
 def bench_speed(rows: int, settings: DiagnosisSettings) -> list[str]:
+    """Best of 3 ``diagnose`` calls on a ``rows``-row frame, against a rolling median of its loss (same run)."""
     frame = healthy_run(90_000, rows)
     diagnose(frame.iloc[:5000], settings)  # warm up imports and caches
-    times = []
+    times, yardstick = [], []
     for _ in range(3):
         started = time.perf_counter()
         found = diagnose(frame, settings, status="running", now=float(frame["t"].iloc[-1]) + 1)
         times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        frame["loss"].rolling(101).median()
+        yardstick.append(time.perf_counter() - started)
     per_kind = {}
     from monitor_cb.diagnosis.engine import SERIES_DETECTORS
 
@@ -147,7 +288,9 @@ def bench_speed(rows: int, settings: DiagnosisSettings) -> list[str]:
     detail = ", ".join(f"{k} {v * 1000:.0f}" for k, v in per_kind.items())
     return [
         f"diagnose on {len(frame):,} rows x {frame.shape[1]} columns: best {min(times):.3f} s, "
-        f"median {statistics.median(times):.3f} s of 3 ({len(found)} findings)",
+        f"median {statistics.median(times):.3f} s of 3 ({len(found)} findings); goal < 1 s",
+        f"  = {min(times) / min(yardstick):.1f}x one pandas rolling median (101 points) of the loss column "
+        f"({min(yardstick):.3f} s in this run)",
         f"  per detector (ms): {detail}",
     ]
 
@@ -210,32 +353,45 @@ def bench_demo(steps: int, healthy_seeds: int, settings: DiagnosisSettings) -> l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=12, help="labelled runs per failure kind")
+    parser.add_argument("--seeds", type=int, default=3, help="injections per healthy real run and fault")
+    parser.add_argument("--runs", type=int, default=12, help="labelled synthetic runs per failure kind")
     parser.add_argument("--healthy", type=int, default=30, help="healthy synthetic runs")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the timing frame")
+    parser.add_argument("--only", choices=("real", "injected", "synthetic", "speed"), help="run one part")
+    parser.add_argument("--verbose", action="store_true", help="print every false alarm")
     parser.add_argument("--demo", type=int, default=0, metavar="STEPS", help="also run real MindSpore demos")
     parser.add_argument("--demo-healthy", type=int, default=3, help="healthy demo runs (different seeds)")
-    parser.add_argument("--only-demo", action="store_true", help="skip the synthetic parts")
+    parser.add_argument("--only-demo", action="store_true", help="only the MindSpore demos")
     args = parser.parse_args()
+    settings = DiagnosisSettings()
     if args.only_demo:
-        for line in bench_demo(args.demo or 1000, args.demo_healthy, DiagnosisSettings()):
+        for line in bench_demo(args.demo or 1000, args.demo_healthy, settings):
             print(line)
         return
-    settings = DiagnosisSettings()
     started = time.perf_counter()
-    for line in bench_kinds(args.runs, settings):
-        print(line)
-    print()
-    for line in bench_healthy(args.healthy, settings) + bench_samples(settings):
-        print(line)
-    print()
-    for line in bench_speed(args.rows, settings):
-        print(line)
-    if args.demo:
+    parts = [args.only] if args.only else ["real", "injected", "synthetic", "speed"]
+    root = corpus_dir()
+    if root is None and {"real", "injected"} & set(parts):
+        print("(a), (b): the real corpus is not there (../shared/real_runs or $MONITOR_REAL_RUNS): skipped\n")
+    for part in parts:
+        if part == "real" and root is not None:
+            lines = bench_real(root, settings, args.verbose)
+        elif part == "injected" and root is not None:
+            lines = bench_injected(root, settings, args.seeds, args.verbose)
+        elif part == "synthetic":
+            lines = ["(c) synthetic runs (monitor_cb.diagnosis.synthetic)", *bench_kinds(args.runs, settings), ""]
+            lines += [*bench_healthy(args.healthy, settings), *bench_samples(settings)]
+        elif part == "speed":
+            lines = bench_speed(args.rows, settings)
+        else:
+            continue
+        for line in lines:
+            print(line, flush=True)
         print()
+    if args.demo:
         for line in bench_demo(args.demo, args.demo_healthy, settings):
             print(line)
-    print(f"\n(bench took {time.perf_counter() - started:.0f} s)")
+    print(f"(bench took {time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
