@@ -143,7 +143,7 @@ def main() -> None:
     settings = DiagnosisSettings()
     print(
         f"settings: rank_window={settings.rank_window}, rank_persist={settings.rank_persist}, "
-        f"straggler_ratio={settings.straggler_ratio}, divergence_z={settings.divergence_z}, "
+        f"straggler_cost={settings.straggler_cost}, divergence_z={settings.divergence_z}, "
         f"divergence_rel={settings.divergence_rel}, baseline_window={settings.baseline_window}"
     )
     started = time.perf_counter()

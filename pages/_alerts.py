@@ -37,6 +37,7 @@ from monitor_cb.alerts import (
 from monitor_cb.diagnosis.findings import KINDS
 from monitor_cb.diagnosis.settings import (
     HELP,
+    LABELS,
     DiagnosisSettings,
     load_settings_checked,
     save_settings,
@@ -194,20 +195,24 @@ def _kind_switches(settings: DiagnosisSettings, key: str) -> None:
 
 
 def _number_input(field: Any, value: Any, key: str) -> None:
+    label = LABELS.get(field.name, field.name)  # plain words; the setting's name stays in the key and the file
     if field.integer:
-        st.number_input(
-            field.name, min_value=1, value=int(value), step=1, key=f"{key}_{field.name}", help=HELP.get(field.name)
-        )
+        st.number_input(label, min_value=1, value=int(value), step=1, key=f"{key}_{field.name}", help=_help(field.name))
     else:
         st.number_input(
-            field.name,
+            label,
             min_value=0.0,
             value=float(value),
             step=field.step,
             format="%g",
             key=f"{key}_{field.name}",
-            help=HELP.get(field.name),
+            help=_help(field.name),
         )
+
+
+def _help(name: str) -> str:
+    """The knob's help text, with its name as saved in diagnosis.json (for people who edit the file)."""
+    return f"{HELP.get(name, '')} (`{name}` in diagnosis.json)".strip()
 
 
 def _widget_keys(key: str) -> list[str]:

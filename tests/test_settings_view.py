@@ -26,10 +26,12 @@ def test_every_field_is_in_exactly_one_group() -> None:
     names = [f.name for g in groups for f in g.fields]
     assert sorted(names) == sorted(f.name for f in fields(DiagnosisSettings) if f.name != "disabled")
     spike = next(g for g in groups if g.kind == "loss_spike")
-    assert [f.name for f in spike.fields] == ["spike_z", "spike_rel", "spike_recovery"]
-    assert spike.fields[2].integer and not spike.fields[0].integer
+    assert [f.name for f in spike.fields][:3] == ["spike_z", "spike_rel", "spike_min_frac"]
+    assert spike.fields[-1].name == "spike_recovery" and spike.fields[-1].integer and not spike.fields[0].integer
     assert kind_of_field("stall_factor") == "stalled" and kind_of_field("min_baseline") == "general"
-    assert kind_of_field("straggler_ratio") == "straggler" and kind_of_field("rank_window") == "ranks"
+    assert kind_of_field("straggler_cost") == "straggler" and kind_of_field("rank_window") == "ranks"
+    assert kind_of_field("diverge_rise") == "divergence" and kind_of_field("divergence_z") == "rank_divergence"
+    assert kind_of_field("stuck_evals") == "plateau" and kind_of_field("nan_skip_persist") == "nan"
     assert kind_title("rank_divergence") == "Rank divergence" and kind_title("new_thing") == "New thing"
 
 

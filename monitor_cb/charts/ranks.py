@@ -356,7 +356,7 @@ def rank_step_time_figure(
             spread); ``uirevision`` and ``height`` as usual. The x axis is always the step.
         metric: the per-rank time column (``step_time``; ``data_time`` works too).
         last: only the last ``last`` steps (a recent straggler is not drowned by a long healthy past).
-        ratio_line: a dashed line at this ratio (``DiagnosisSettings.straggler_ratio``), None = none.
+        ratio_line: a dashed line at this ratio (1.3 = 30% slower than the others), None = none.
             The right panel's y range holds 99.5% of the points and this line (hiccups beyond it are
             one double-click away).
 

@@ -27,6 +27,7 @@ _LAZY = {
     "severity_rank": "findings",
     "sort_findings": "findings",
     "worst_severity": "findings",
+    "detect_divergence": "divergence",
     "detect_lr_anomaly": "lr",
     "detect_nan": "nonfinite",
     "detect_overfitting": "overfit",
@@ -54,6 +55,7 @@ __all__ = [
     "SEVERITIES",
     "DiagnosisSettings",
     "Finding",
+    "detect_divergence",
     "detect_grad_explosion",
     "detect_loss_spike",
     "detect_lr_anomaly",
@@ -77,6 +79,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from monitor_cb.diagnosis.divergence import detect_divergence
     from monitor_cb.diagnosis.engine import RANK_DETECTORS, SERIES_DETECTORS, diagnose
     from monitor_cb.diagnosis.findings import (
         KINDS,

@@ -178,3 +178,130 @@ def run_lengths(mask: np.ndarray) -> np.ndarray:
     idx = np.arange(mask.size)
     last_false = np.maximum.accumulate(np.where(mask, -1, idx))
     return np.where(mask, idx - last_false, 0)
+
+
+# --------------------------------------------------------------------------- own-noise baselines
+_MAD_TO_SIGMA = 1.4826
+_Q90_TO_SIGMA = 1.0 / 1.6449  # the 90th percentile of |Gaussian noise| is 1.645 sigma
+
+
+def trailing_noise(values: np.ndarray, window: int, min_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Robust trend and noise scale of the points before each point (NaN where fewer than ``min_points``).
+
+    The series is cut into blocks of about ``window / 7`` points. Each block gets a median and a
+    straight trend line (through the medians of its two halves); its noise is the spread of the
+    *residuals* around that line, the larger of 1.4826 x their median absolute value and their 90th
+    percentile / 1.645, so a falling curve does not count as noise and bursty noise (a GRPO loss
+    that is ~0 except when a group has an advantage) is not judged against its quiet stretches alone.
+
+    Returns ``(level, sigma)`` per point: the median of the last 3 complete block medians before the
+    point's own block, or the last one when lower (recent enough to follow a falling loss, robust to a
+    spike shorter than half a block), and the median of the noise of the last ~7 blocks.
+    """
+    n = values.size
+    block = block_size(window)
+    k_sigma = max(1, round(window / block)) | 1
+    nb = n // block
+    level = np.full(n, np.nan)
+    sigma = np.full(n, np.nan)
+    if nb == 0:
+        return level, sigma
+    full = values[: nb * block].reshape(nb, block)
+    half = block // 2
+    block_med = row_median(full)
+    # the slope through the means of the two halves (cheaper than medians; one spike in a block only
+    # widens that block's residuals, and the noise is the median over blocks)
+    first, second = full[:, :half].mean(axis=1), full[:, block - half :].mean(axis=1)
+    slope = (second - first) / (block - half)
+    offsets = np.arange(block) - (block - 1) / 2.0
+    resid = np.abs(full - block_med[:, None] - slope[:, None] * offsets[None, :])
+    mid = block // 2
+    q90 = min(block - 1, int(np.ceil(0.9 * block)) - 1)
+    parts = np.partition(resid, (mid, q90), axis=1)
+    scale = np.maximum(_MAD_TO_SIGMA * parts[:, mid], _Q90_TO_SIGMA * parts[:, q90])
+    # the median of the last 3 blocks, or the last block when it is lower: a falling loss (a decade per
+    # hundred points early in training) is followed without lag, a spike still never raises the level
+    base_level = np.fmin(_trailing_blocks_median(block_med, 3), np.concatenate(([np.nan], block_med)))
+    base_sigma = _trailing_blocks_median(scale, k_sigma)
+    enough = np.minimum(np.arange(nb + 1), 3) * block >= min_points
+    base_level[~enough] = np.nan
+    owner = np.arange(n) // block
+    return base_level[owner], base_sigma[owner]
+
+
+def quantum(values: np.ndarray, sample: int = 4096) -> float:
+    """The resolution the values were logged at (``1e-4`` for a Trainer's 4-decimal rounding), 0 if none.
+
+    The largest power of ten of which nearly every (sampled, non-zero) value is a whole multiple.
+    """
+    x = values[np.isfinite(values) & (values != 0)]
+    if x.size < 20:
+        return 0.0
+    if x.size > sample:
+        x = x[:: x.size // sample]
+    for digits in range(0, 9):
+        scaled = x * 10.0**digits
+        # float64 keeps ~16 digits: a logged decimal is within ~1e-9 of a whole multiple, a random value is not
+        whole = np.abs(scaled - np.round(scaled)) <= np.maximum(1e-6, 1e-9 * np.abs(scaled))
+        if whole.mean() >= 0.98:
+            return 10.0**-digits
+    return 0.0
+
+
+def positive(values: np.ndarray) -> bool:
+    """Whether every value is above zero: such a series is judged on the log scale (ratios)."""
+    return bool(values.size) and bool(np.all(values > 0))
+
+
+def forward_median(values: np.ndarray, width: int) -> np.ndarray:
+    """Median of ``values[i : i + width]`` for each i (NaN where fewer than ``width`` remain)."""
+    out = np.full(values.size, np.nan)
+    if values.size >= width:
+        windows = sliding_window_view(values, width)
+        out[: windows.shape[0]] = row_median(windows) if width % 2 else np.median(windows, axis=1)
+    return out
+
+
+def range_min(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``min(values[starts[i] : ends[i] + 1])`` for every i (inclusive ranges, start <= end), via a sparse table."""
+    n = values.size
+    if n == 0:
+        return np.zeros(0)
+    table = [values]
+    span = 1
+    while 2 * span <= n:
+        prev = table[-1]
+        table.append(np.minimum(prev[: prev.size - span], prev[span:]))
+        span *= 2
+    length = ends - starts + 1
+    level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+    out = np.empty(starts.size)
+    for k in np.unique(level):
+        pick = level == k
+        row = table[k]
+        out[pick] = np.minimum(row[starts[pick]], row[ends[pick] - (1 << k) + 1])
+    return out
+
+
+def majority(mask: np.ndarray, window: int, least: int = 0) -> np.ndarray:
+    """Per i: more than half (and at least ``least``) of ``mask[i - window + 1 : i + 1]`` is True.
+
+    False for the first ``window - 1`` entries.
+    Healthy series rarely have flagged points, so when they are sparse only the windows around them
+    are counted (binary searches on their positions) instead of a cumulative sum over everything.
+    """
+    n = mask.size
+    out = np.zeros(n, dtype=bool)
+    hits = np.flatnonzero(mask)
+    if hits.size == 0 or n < window:
+        return out
+    need = max(window // 2 + 1, least)
+    if hits.size * window > n // 4:
+        out[:] = rolling_count(mask, window) >= need
+    else:
+        ends = np.unique((hits[:, None] + np.arange(window)[None, :]).ravel())
+        ends = ends[ends < n]
+        count = np.searchsorted(hits, ends, side="right") - np.searchsorted(hits, ends - window, side="right")
+        out[ends[count >= need]] = True
+    out[: window - 1] = False
+    return out

@@ -10,6 +10,8 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from monitor_cb.diagnosis._cache import diagnosis_memo
+from monitor_cb.diagnosis.divergence import detect_divergence
 from monitor_cb.diagnosis.findings import Finding, sort_findings
 from monitor_cb.diagnosis.lr import detect_lr_anomaly
 from monitor_cb.diagnosis.nonfinite import _WATCHED as NAN_WATCHED
@@ -29,6 +31,7 @@ SERIES_DETECTORS: dict[str, Detector] = {
     "nan": detect_nan,
     "grad_explosion": detect_grad_explosion,
     "loss_spike": detect_loss_spike,
+    "divergence": detect_divergence,
     "lr_anomaly": detect_lr_anomaly,
     "throughput_drop": detect_throughput_drop,
     "overfitting": detect_overfitting,
@@ -73,6 +76,11 @@ def diagnose(
     settings = settings or DiagnosisSettings()
     if frame is None or len(frame) == 0:
         return []
+    with diagnosis_memo():  # a series' trend and noise are computed once for all detectors
+        return _diagnose(frame, settings, status, now, last_write, logged, places)
+
+
+def _diagnose(frame, settings, status, now, last_write, logged, places) -> list[Finding]:
     findings: list[Finding] = []
     parts = _by_rank(frame)
     for rank, part, rows in parts:
@@ -89,7 +97,7 @@ def diagnose(
         for kind, rank_detector in RANK_DETECTORS.items():
             if settings.enabled(kind):
                 findings += _safely(kind, partial(rank_detector, places=places), frame, settings)
-    if settings.enabled("stalled") and status is not None:
+    if settings.enabled("stalled"):  # past gaps always; a live silence only for a running run
         findings += _safely(
             "stalled",
             lambda f, s: detect_stalled(f, s, status=status, now=now, last_write=last_write),

@@ -14,6 +14,7 @@ KINDS: tuple[str, ...] = (
     "nan",
     "grad_explosion",
     "loss_spike",
+    "divergence",
     "lr_anomaly",
     "throughput_drop",
     "overfitting",
@@ -38,10 +39,13 @@ class Finding:
         kind: one of :data:`KINDS` (``"nan"``, ``"grad_explosion"``, ...).
         severity: ``"info"``, ``"warning"`` or ``"error"`` (compare with :func:`severity_rank`).
         step: training step where the problem began (the chart marker goes here).
-        message: plain language: what happened, the likely cause and what to do.
+        message: plain language: what happened, the likely cause and what to do, ending with why it
+            fired (the sentence in ``why``), so every place that shows the message shows the reason.
         end_step: last step of the episode (a band from ``step`` to ``end_step``); None = a point.
         rank: the rank it was seen on, for multi-rank frames; None = the run as a whole.
-        details: numbers behind the message (JSON-safe), for tooltips and tests.
+        details: numbers behind the message (JSON-safe), for tooltips and tests; the values compared
+            and the thresholds they were compared with.
+        why: why it fired: the numbers compared and the thresholds, in words ("" for none).
     """
 
     kind: str
@@ -51,6 +55,7 @@ class Finding:
     end_step: int | None = None
     rank: int | None = None
     details: dict[str, Any] = field(default_factory=dict, compare=False)
+    why: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.severity not in _RANK:
@@ -66,6 +71,16 @@ class Finding:
         out = asdict(self)
         out["details"] = {k: _json_safe(v) for k, v in self.details.items()}
         return out
+
+
+def explain(what: str, advice: str, why: str) -> str:
+    """A finding's message: what happened, what to do, then ``Why: ...`` (the numbers and thresholds)."""
+    parts = [what.rstrip(". ") + "."]
+    if advice:
+        parts.append(advice.rstrip(". ") + ".")
+    if why:
+        parts.append(f"Why: {why.rstrip('. ')}.")
+    return " ".join(parts)
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

@@ -1,95 +1,164 @@
-"""``overfitting``: eval loss climbing over several evaluations while the train loss keeps falling."""
+"""``overfitting``: the generalisation gap opening: eval loss rising above its best while the train loss falls.
+
+Judged from ``overfit_min_evals`` (4) evaluations on. The recent eval level is the median of the last
+``w`` evaluations (``w`` = an eighth of them, between ``overfit_evals`` and 5, so one noisy eval never
+decides and a long series needs a lasting rise); the best level is the lowest 3-point median before
+them (the raw lowest eval with fewer than 7). The rise must be ``overfit_rel`` of the best level and
+``overfit_z`` eval-noise sigmas (noise from second differences, so a falling curve does not inflate
+it), the latest eval must still be up, and the generalisation gap (eval minus the train loss
+smoothed around the same steps) must have grown by as much: eval up with train down or flat is the gap
+opening; eval up with the train loss up too (by ``overfit_rel``, or as much) is divergence,
+reported elsewhere.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import episodes, finite_series
-from monitor_cb.diagnosis.findings import Finding, fmt_num, fmt_pct, fmt_step
+from monitor_cb.diagnosis._stats import Series, episodes, finite_series, quantum
+from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 # median |second difference| of Gaussian noise is 0.6745 * sqrt(6) * sigma; it ignores a linear trend
 _D2_TO_SIGMA = 1.0 / (0.6744897501960817 * np.sqrt(6.0))
-_SMOOTH = 5
+_SMOOTH_FROM = 7  # evaluations from which the best level is a 3-point median
+_MAX_WINDOW = 5
+_WINDOW_SHARE = 8  # the recent window is about an eighth of the evaluations
+_RECENT_NOISE = 12  # evaluations whose noise is also measured on its own
 _MAX_EPISODES = 50
 
 
 def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
-    """The last ``overfit_evals`` eval losses all above the best earlier (5-point median) level.
-
-    "Above" means by ``overfit_rel`` of it and ``overfit_z`` eval-noise sigmas (noise from second
-    differences, so a falling curve does not inflate it). Not reported when the train loss rose too
-    (that is divergence, which the spike and NaN detectors report).
-    """
+    """Episodes where the recent eval level sits ``overfit_rel`` and ``overfit_z`` sigmas above its best."""
     e = finite_series(frame, "eval_loss")
-    k = settings.overfit_evals
-    if e is None or len(e) < k + _SMOOTH:
+    if e is None or len(e) < max(settings.overfit_min_evals, settings.overfit_evals + 1):
         return []
     x = e.values
-    # The best level is the lowest 5-point median, not the lowest single eval: over hundreds of evals the
-    # lowest single value is a noise outlier, and every later eval would look "risen" against it.
-    smooth = x.copy()
-    half = _SMOOTH // 2
-    smooth[half:-half] = np.median(np.lib.stride_tricks.sliding_window_view(x, _SMOOTH), axis=1)
-    sigma = float(np.median(np.abs(np.diff(x, 2)))) * _D2_TO_SIGMA
     m = x.size
-    best_before = np.full(m, np.nan)  # best smoothed level among evals up to j-k
-    best_before[k:] = np.minimum.accumulate(smooth)[: m - k]
-    recent_low = np.min(np.lib.stride_tricks.sliding_window_view(x, k), axis=1)  # evals j-k+1..j
-    margin = np.maximum(settings.overfit_rel * np.abs(best_before), settings.overfit_z * sigma)
-    flagged = np.zeros(m, dtype=bool)
+    w = int(np.clip(round(m / _WINDOW_SHARE), settings.overfit_evals, _MAX_WINDOW))
+    log = bool(np.all(x > 0))  # eval noise is multiplicative when the loss spans decades
+    y = np.log(x) if log else x
+    smooth = y.copy()
+    if m >= _SMOOTH_FROM:
+        smooth[1:-1] = np.median(np.lib.stride_tricks.sliding_window_view(y, 3), axis=1)
+    sigma = _noise(y)
+    q = quantum(x)
+    if q:  # an eval rounded to a few digits moves by its rounding
+        sigma = np.maximum(sigma, q / np.abs(x) if log else q)
+    recent = np.full(m, np.nan)
+    recent[w - 1 :] = np.median(np.lib.stride_tricks.sliding_window_view(y, w), axis=1)
+    best = np.full(m, np.nan)  # best smoothed level before the window ending at j
+    best[w:] = np.minimum.accumulate(smooth)[: m - w]
+    rel = np.log1p(settings.overfit_rel) if log else settings.overfit_rel * np.abs(best)
+    margin = np.broadcast_to(np.maximum(rel, settings.overfit_z * sigma), (m,))
     with np.errstate(invalid="ignore"):
-        flagged[k - 1 :] = recent_low >= best_before[k - 1 :] + margin[k - 1 :]
+        flagged = (recent >= best + margin) & (y >= best + 0.5 * margin)
     train = finite_series(frame, "loss")
-    # index of the best smoothed level so far, for each eval
     running_min = np.minimum.accumulate(smooth)
-    best_so_far = np.maximum.accumulate(np.where(smooth <= running_min, np.arange(m), 0))
+    best_index = np.maximum.accumulate(np.where(smooth <= running_min, np.arange(m), 0))
     findings = []
-    for first, last in episodes(flagged, k)[:_MAX_EPISODES]:
-        best = int(best_so_far[max(first - k, 0)])
-        rise = x[last] / smooth[best] - 1 if smooth[best] else float("nan")
-        train_note, train_change = _train_trend(train, e.steps[max(last - k + 1, best)], e.steps[last])
-        if train_change is not None and train_change > settings.overfit_rel:
-            continue  # the train loss rose too: divergence, not overfitting (other detectors report it)
-        message = (
-            f"eval loss has risen for {last - best} evaluations, from its best {fmt_num(smooth[best])} at step "
-            f"{fmt_step(e.steps[best])} to {fmt_num(x[last])} at step {fmt_step(e.steps[last])} "
-            f"(+{fmt_pct(rise)}), {train_note}: the model is overfitting. The checkpoint at step "
-            f"{fmt_step(e.steps[best])} is the early-stopping point; add regularisation or data, or stop here."
-        )
-        details = {
-            "best_step": int(e.steps[best]),
-            "best": float(smooth[best]),
-            "latest": float(x[last]),
-            "rise": float(rise),
-            "evals_rising": int(last - best),
-            "train_change": train_change,
-            "detected_step": int(e.steps[first]),
-        }
+    for first, last in episodes(flagged, w)[:_MAX_EPISODES]:
+        b = int(best_index[first - w])
+        trend = _train_trend(train, e.steps, b, last, w)
+        if trend is not None and (
+            trend[2] > settings.overfit_rel or not _gap_grew(trend, y, smooth, b, last, w, float(margin[first]), log)
+        ):
+            continue  # the train loss rose too (by overfit_rel, or as much): divergence, reported elsewhere
+        level = np.exp(smooth) if log else smooth
         findings.append(
-            Finding("overfitting", "warning", int(e.steps[best]), message, int(e.steps[last]), None, details)
+            _finding(e, x, level, b, first, last, w, float(margin[first]), float(sigma[first]), log, trend, settings)
         )
     return findings
 
 
-def _train_trend(train, from_step: int, last_step: int) -> tuple[str, float | None]:
-    """How the train loss moved while the eval loss was rising (from ``from_step`` to ``last_step``).
+def _finding(e: Series, x, smooth, b, first, last, w, margin: float, sigma: float, log: bool, trend, settings):
+    best = float(smooth[b])
+    latest = float(np.median(x[last - w + 1 : last + 1]))
+    rise = latest / best - 1 if best else float("nan")
+    if trend is None:
+        train_note, gap_note = "train loss not logged", ""
+    else:
+        t_best, t_now, change = trend
+        verb = "kept falling" if change < -0.02 else ("rose less" if change > 0.02 else "stayed about level")
+        train_note = f"while the train loss {verb} ({fmt_num(t_best)} -> {fmt_num(t_now)})"
+        gap_note = f": the gap between them grew from {fmt_num(best - t_best)} to {fmt_num(latest - t_now)}"
+    what = (
+        f"eval loss has risen for {last - b} evaluations, from its best {fmt_num(best)} at step {fmt_step(e.steps[b])} "
+        f"to {fmt_num(float(x[last]))} at step {fmt_step(e.steps[last])} (+{fmt_pct(rise)} over the last {w}), "
+        f"{train_note}{gap_note}. The model is overfitting"
+    )
+    advice = (
+        f"The checkpoint at step {fmt_step(e.steps[b])} is the early-stopping point; add regularisation or data, or "
+        "stop here"
+    )
+    need = f"+{fmt_pct(np.expm1(margin))}" if log else f"+{fmt_num(margin)}"
+    noise = f"{fmt_pct(sigma)} (log scale)" if log else fmt_num(sigma)
+    why = (
+        f"the median of the last {w} evaluations is {fmt_pct(rise)} above the best (threshold: +"
+        f"{fmt_pct(settings.overfit_rel)} and {settings.overfit_z:g} eval-noise sigmas of {noise}, i.e. {need}), "
+        "and the gap to the train loss grew by at least as much"
+    )
+    details = {
+        "best_step": int(e.steps[b]),
+        "best": best,
+        "latest": float(x[last]),
+        "rise": float(rise),
+        "evals_rising": int(last - b),
+        "window": w,
+        "margin": margin,
+        "eval_sigma": sigma,
+        "train_change": None if trend is None else trend[2],
+        "detected_step": int(e.steps[first]),
+    }
+    message = explain(what, advice, why)
+    return Finding("overfitting", "warning", int(e.steps[b]), message, int(e.steps[last]), None, details, why)
 
-    The span of the latest few evaluations, not all the way back to the best one: a run whose data
-    changed (a new dataset mixture) may have a higher train loss than at the best eval and still be
-    falling, which is what matters for overfitting.
+
+def _gap_grew(trend, y, smooth, b: int, last: int, w: int, margin: float, log: bool) -> bool:
+    """Whether eval minus train (the generalisation gap) grew by ``margin`` since the best eval."""
+    t_best, t_now, _ = trend
+    if log and (t_best <= 0 or t_now <= 0):
+        return True
+    train_move = np.log(t_now / t_best) if log else t_now - t_best
+    eval_move = float(np.median(y[last - w + 1 : last + 1]) - smooth[b])
+    return eval_move - train_move >= margin
+
+
+def _noise(y: np.ndarray) -> np.ndarray:
+    """Eval noise at each evaluation, from second differences (blind to a linear trend).
+
+    The larger of the whole series' and the last ``_RECENT_NOISE`` evaluations', so a smooth early
+    descent does not hide the noise of the plateau after it.
+    """
+    m = y.size
+    if m < 3:
+        return np.zeros(m)
+    d2 = np.abs(np.diff(y, 2))
+    whole = float(np.median(d2))
+    local = np.full(m, whole)
+    k = _RECENT_NOISE - 2
+    if d2.size >= k:
+        local[k + 1 :] = np.median(np.lib.stride_tricks.sliding_window_view(d2, k), axis=1)
+    return np.maximum(whole, local) * _D2_TO_SIGMA
+
+
+def _train_trend(
+    train: Series | None, steps: np.ndarray, b: int, last: int, w: int
+) -> tuple[float, float, float] | None:
+    """The train loss smoothed over the same stretches as the eval levels compared, and its relative change.
+
+    "Then": the train points logged since the evaluation before the best one (at least the last 5
+    up to it); "now": those logged over the last ``w`` evaluations, the stretch the recent eval level
+    is the median of. None when the train loss is not logged there.
     """
     if train is None:
-        return "train loss not logged", None
-    i0, i1 = np.searchsorted(train.steps, [from_step, last_step], side="right")
-    width = int(np.clip((i1 - i0) // 3, 5, 500))  # the points around the first eval of the span, and the latest
-    before = train.values[max(0, i0 - width) : i0]
-    after = train.values[max(i0, i1 - width) : i1]
-    if before.size < 3 or after.size < 3:
-        return "train loss too short to compare", None
-    b, a = float(np.median(before)), float(np.median(after))
-    change = a / b - 1 if b > 0 else 0.0
-    if change <= 0:
-        return f"while the train loss kept falling ({fmt_num(b)} -> {fmt_num(a)})", change
-    return f"while the train loss stayed about level ({fmt_num(b)} -> {fmt_num(a)})", change
+        return None
+    then_lo = steps[b - 1] if b > 0 else -np.inf
+    i0, i1 = np.searchsorted(train.steps, [then_lo, steps[b]], side="right")
+    i0 = min(i0, max(i1 - 5, 0))
+    n0, n1 = np.searchsorted(train.steps, [steps[last - w], steps[last]], side="right")
+    if i1 <= i0 or n1 <= n0:
+        return None
+    t_then, t_now = float(np.median(train.values[i0:i1])), float(np.median(train.values[n0:n1]))
+    return t_then, t_now, (t_now / t_then - 1) if t_then > 0 else 0.0

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.diagnosis._stats import Series, episodes, finite_series
-from monitor_cb.diagnosis.findings import Finding, fmt_pct, fmt_seconds, fmt_step
+from monitor_cb.diagnosis.findings import Finding, explain, fmt_pct, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _MAX_EPISODES = 50
@@ -52,14 +52,25 @@ def detect_sawtooth(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
         step_gap = int(np.median(np.diff(s.steps))) if len(s) > 1 else 1
         if step_gap > 1:
             every += f" (~{fmt_step(p * step_gap)} steps)"
-        message = (
+        what = (
             f"{name.replace('_', ' ')} oscillates with a period of {every}, swinging {fmt_pct(swing[best])} of its "
             f"median ({fmt_seconds(float(np.median(s.values[start : end + 1])))}) "
-            f"from step {fmt_step(s.steps[start])}. "
-            "In distributed runs this is usually communication or hardware: a straggler rank, a congested link, "
-            "periodic host work (checkpointing, logging, garbage collection) or a throttling device."
+            f"from step {fmt_step(s.steps[start])}"
         )
-        findings.append(Finding("sawtooth", "warning", int(s.steps[start]), message, int(s.steps[end]), None, details))
+        advice = (
+            "In distributed runs this is usually communication or hardware: a straggler rank, a congested link, "
+            "periodic host work (checkpointing, logging, garbage collection) or a throttling device"
+        )
+        why = (
+            f"the per-phase means explain {fmt_pct(r2[best])} of the variation in windows of {w} points (threshold "
+            f"sawtooth_power = {fmt_pct(settings.sawtooth_power)}) and swing {fmt_pct(swing[best])} (threshold "
+            f"sawtooth_amplitude = {fmt_pct(settings.sawtooth_amplitude)}), with the same period in "
+            f"{settings.sawtooth_windows} windows in a row"
+        )
+        message = explain(what, advice, why)
+        findings.append(
+            Finding("sawtooth", "warning", int(s.steps[start]), message, int(s.steps[end]), None, details, why)
+        )
     return findings
 
 

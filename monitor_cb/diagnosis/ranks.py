@@ -6,9 +6,11 @@ every rank (a slow checkpoint step, the loss curve itself, lr warmup) cancels ou
 step is noise (a hiccup, one hard batch); a rank is flagged when it is off on at least
 ``rank_persist`` of its last ``rank_window`` aligned steps.
 
-* ``straggler``: step time at least ``straggler_ratio`` x the others' median (1.3: per-rank step-time
-  noise is a few percent, so 30% slower on most of 20 steps never happens by chance, while a rank
-  that slows the whole job by a third is worth a look).
+* ``straggler``: judged by what the rank costs the job: the time the job loses to it per step (its
+  step time beyond the others' median, or its data wait beyond theirs, which the others spend
+  waiting for it in the collective) as a share of the job's step time (the slowest rank's). At least
+  ``straggler_cost`` (0.15: per-rank step-time noise is a few percent, so 15% on most of 20 steps
+  never happens by chance, while a rank that costs the job a sixth of its time is worth a look).
 * ``rank_divergence`` (3+ ranks, so "the rest" has a median to depart from): the loss or the local
   grad norm (log scale) ``divergence_z`` cross-rank sigmas from the others' median and at least
   ``divergence_rel`` from it. The sigma is the typical spread between ranks, 1.4826 x the
@@ -33,7 +35,7 @@ import pandas as pd
 
 from monitor_cb.analysis.ranks import RankMatrix, leave_one_out_median, rank_matrix, row_mad
 from monitor_cb.diagnosis._stats import episodes, rolling_count
-from monitor_cb.diagnosis.findings import Finding, fmt_num, fmt_pct, fmt_ratio, fmt_seconds, fmt_step
+from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_ratio, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 DIVERGENCE_METRICS: tuple[str, ...] = ("loss", "grad_norm")
@@ -45,12 +47,12 @@ _LOG_METRICS = frozenset({"grad_norm"})  # compared on a log scale (multiplicati
 def detect_straggler(
     frame: pd.DataFrame, settings: DiagnosisSettings, *, places: Mapping[int, str] | None = None
 ) -> list[Finding]:
-    """Ranks persistently slower than the others (2+ ranks).
+    """Ranks that persistently cost the job ``straggler_cost`` of its step time (2+ ranks).
 
-    A rank is slow at a step when its ``step_time`` is ``straggler_ratio`` x the other ranks' median,
-    or when it waits for data (``data_time``) longer than they do by ``straggler_ratio - 1`` of their
-    median step time: in synchronous data parallel the fast ranks wait for the slow one inside the
-    collective, so step times come out equal and only the data wait shows who held the job up.
+    A rank costs the job its step time beyond the other ranks' median (they wait for it at the next
+    collective), or its data wait beyond theirs: in synchronous data parallel the fast ranks wait for
+    the slow one inside the collective, so step times come out equal and only the data wait shows who
+    held the job up. The cost is a share of the job's step, the slowest rank's step time.
     """
     m = rank_matrix(frame, "step_time")
     if m is None or m.ranks.size < 2:
@@ -59,25 +61,32 @@ def detect_straggler(
         clean = np.where(m.values > 0, m.values, np.nan)
         others = leave_one_out_median(clean)
         ratio = clean / others
+        job = np.fmax.reduce(clean, axis=1)[:, None]  # the job moves at its slowest rank's pace
         data = _aligned(rank_matrix(frame, "data_time"), m)
-        wait = (data - leave_one_out_median(data)) / others  # extra data wait, in others' steps
-        slow_step = ratio >= settings.straggler_ratio
-        slow_wait = wait >= settings.straggler_ratio - 1
+        extra_wait = data - leave_one_out_median(data)  # seconds per step beyond the others' wait
+        cost_step = (clean - others) / job
+        cost_wait = extra_wait / job
+        cost = np.fmax(cost_step, cost_wait)
+        slow_step = cost_step >= settings.straggler_cost
+        slow_wait = cost_wait >= settings.straggler_cost
     slow = slow_step | slow_wait
     findings: list[Finding] = []
     for j, rank in enumerate(m.ranks.tolist()):
-        for idx, first, last, ongoing in _persistent(ratio[:, j], slow[:, j], settings):
+        for idx, first, last, ongoing in _persistent(cost[:, j], slow[:, j], settings):
             span = idx[first : last + 1]
-            extra_wait = wait[span, j][np.isfinite(wait[span, j])]
+            waits = extra_wait[span, j][np.isfinite(extra_wait[span, j])]
             details = {
+                "cost": float(np.median(cost[span, j])),
                 "slowdown": float(np.median(ratio[span, j])),
                 "step_time": float(np.median(clean[span, j])),
                 "others_step_time": float(np.median(others[span, j])),
-                "extra_wait": float(np.median(extra_wait)) if extra_wait.size else None,  # in others' steps
+                "job_step_time": float(np.median(job[span, 0])),
+                "extra_wait": float(np.median(waits)) if waits.size else None,  # seconds per step
                 "share_slow": float(np.mean(slow[span, j])),
                 "points": int(span.size),
                 "ongoing": ongoing,
                 "by": "step_time" if np.mean(slow_step[span, j]) >= np.mean(slow_wait[span, j]) else "data_time",
+                "threshold": settings.straggler_cost,
             }
             details["data_share"] = _data_share(details)
             findings.append(_straggler_finding(m, rank, span, details, places, settings))
@@ -191,7 +200,7 @@ def _data_share(details: dict[str, Any]) -> float | None:
         return None
     if details["by"] == "data_time" or extra_step <= 0:
         return 1.0
-    return float(np.clip(details["extra_wait"] * details["others_step_time"] / extra_step, 0.0, 1.0))
+    return float(np.clip(details["extra_wait"] / extra_step, 0.0, 1.0))
 
 
 def _straggler_finding(
@@ -206,38 +215,37 @@ def _straggler_finding(
     where = _where(rank, places)
     when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
     share = details["data_share"]
+    pipeline = (
+        "the input pipeline on that host is the likely cause (slow disk or network storage, too few loader "
+        "workers, CPU contention)"
+    )
     if details["by"] == "data_time":
-        cause = (
-            "The input pipeline on that host is the likely cause (slow disk or network storage, too few loader "
-            "workers, CPU contention)."
-        )
-    elif share is not None and share >= settings.drop_data_share:
-        cause = (
-            f"Its wait for data explains {fmt_pct(share)} of the gap: the input pipeline on that host is the "
-            "likely cause (slow disk or network storage, too few loader workers, CPU contention)."
+        cause = pipeline[0].upper() + pipeline[1:]
+        what = (
+            f"rank {rank}{where} waits {fmt_seconds(details['extra_wait'])} longer per step for data than the other "
+            f"ranks {when}, and they wait for it inside the collective: it costs the job {fmt_pct(details['cost'])} of "
+            f"its step time ({fmt_seconds(details['job_step_time'])} per step). Step times look alike while the whole "
+            "job runs at its pace"
         )
     else:
         cause = (
-            "Check the input pipeline on that host (data_time), thermal throttling or lowered clocks on the "
-            "device (nvidia-smi / npu-smi), and its link to the others (a degraded NIC, HCCS or NVLink lane)."
+            f"Its wait for data explains {fmt_pct(share)} of the gap: {pipeline}"
+            if share is not None and share >= settings.drop_data_share
+            else "Check the input pipeline on that host (data_time), thermal throttling or lowered clocks on the "
+            "device (nvidia-smi / npu-smi), and its link to the others (a degraded NIC, HCCS or NVLink lane)"
         )
-    if details["by"] == "data_time":
-        wait = details["extra_wait"] * details["others_step_time"]
         what = (
-            f"waits {fmt_seconds(wait)} longer per step for data than the other ranks {when} "
-            f"({fmt_pct(details['extra_wait'])} of a step, on {fmt_pct(details['share_slow'])} of "
-            f"{details['points']} aligned steps). The others wait for it inside the collective, so step times "
-            "look alike while"
+            f"rank {rank}{where} is {fmt_ratio(details['slowdown'])} slower than the other ranks {when} "
+            f"({fmt_seconds(details['step_time'])} vs {fmt_seconds(details['others_step_time'])} per step): in "
+            "synchronous data parallel every rank waits for the slowest, so it costs the job "
+            f"{fmt_pct(details['cost'])} of its step time"
         )
-    else:
-        what = (
-            f"is {fmt_ratio(details['slowdown'])} slower than the other ranks {when} "
-            f"({fmt_seconds(details['step_time'])} vs {fmt_seconds(details['others_step_time'])} per step, slow on "
-            f"{fmt_pct(details['share_slow'])} of {details['points']} aligned steps). In synchronous data parallel "
-            "every rank waits for the slowest, so"
-        )
-    message = f"rank {rank}{where} {what} the whole job runs at its pace. {cause}"
-    return Finding("straggler", "warning", start, message, end, rank, details)
+    why = (
+        f"it cost the job at least {fmt_pct(settings.straggler_cost)} of its step time (straggler_cost) on "
+        f"{fmt_pct(details['share_slow'])} of {details['points']} aligned steps (threshold rank_persist = "
+        f"{fmt_pct(settings.rank_persist)} of rank_window = {settings.rank_window} steps)"
+    )
+    return Finding("straggler", "warning", start, explain(what, cause, why), end, rank, details, why)
 
 
 def _divergence_finding(
@@ -253,15 +261,21 @@ def _divergence_finding(
     name = "local grad norm" if metric == "grad_norm" else metric
     when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
     direction = "above" if details["value"] > details["others"] else "below"
-    message = (
+    what = (
         f"rank {rank}{_where(rank, places)}: {name} departs from the other ranks {when}: {fmt_num(details['value'])} "
         f"against their median {fmt_num(details['others'])} ({abs(details['z']):.0f} cross-rank sigmas {direction}, "
         f"on {fmt_pct(details['share_off'])} of {details['points']} aligned steps). Data-parallel ranks train the same "
         "model on different batches, so they differ only by batch noise; a rank that stays apart reads different "
         "data (a corrupt or mis-sharded shard, other preprocessing on that host), holds a replica out of sync, or "
-        "computes wrong values on a faulty device. Check that rank's data shard and the device's health."
+        "computes wrong values on a faulty device"
     )
-    return Finding("rank_divergence", "warning", start, message, end, rank, details)
+    why = (
+        f"at least {settings.divergence_z:g} cross-rank sigmas and {fmt_pct(settings.divergence_rel)} from the other "
+        f"ranks' median (divergence_z, divergence_rel) on {fmt_pct(details['share_off'])} of the aligned steps "
+        f"(threshold rank_persist = {fmt_pct(settings.rank_persist)} of rank_window = {settings.rank_window})"
+    )
+    message = explain(what, "Check that rank's data shard and the device's health", why)
+    return Finding("rank_divergence", "warning", start, message, end, rank, details, why)
 
 
 def _where(rank: int, places: Mapping[int, str] | None) -> str:

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from monitor_cb.diagnosis.settings_text import HELP, LABELS
+
 SETTINGS_DIR = ".monitor"
 SETTINGS_FILE = "diagnosis.json"
 
@@ -22,47 +24,74 @@ SETTINGS_FILE = "diagnosis.json"
 class DiagnosisSettings:
     """Knobs of every detector. Points are logged rows of the metric concerned (not training steps).
 
+    Every series is judged against its own noise (:mod:`monitor_cb.diagnosis.noise`): "sigmas" below
+    are the robust noise scale of the series' residuals around its trend, on the log scale for a
+    positive series. Plain-words labels and help for each knob are in
+    :mod:`monitor_cb.diagnosis.settings_text` (the Settings page shows them).
+
     General:
         disabled: detector kinds to skip (``("plateau",)``).
-        baseline_window: trailing points of the rolling median/MAD baselines.
-        min_baseline: points a baseline needs before anything is judged against it.
+        baseline_window: trailing points the trend and noise of a series are taken from.
+        min_baseline: points a series needs before anything is judged against it.
     """
 
     disabled: tuple[str, ...] = ()
     baseline_window: int = 101
     min_baseline: int = 20
-    # grad_explosion: grad norm at least ``grad_ratio`` x its trailing median and ``grad_z`` robust sigmas
-    # above it (log scale); an error when non-finite values or a loss spike follow within ``grad_followup``.
+    # grad_explosion: grad norm ``grad_ratio`` x and ``grad_z`` sigmas above its trend; a warning when it
+    # persists, is extreme (``spike_extreme_z``) or the loss jumps with it, an error when NaN/Inf follows
+    # within ``grad_followup`` points; an isolated jump the loss ignores is an info.
     grad_ratio: float = 20.0
     grad_z: float = 6.0
     grad_followup: int = 10
-    # loss_spike: loss ``spike_z`` robust sigmas and ``spike_rel`` (relative) above its trailing median;
-    # it "recovers" when it is back within that band within ``spike_recovery`` points.
+    # loss_spike: loss ``spike_z`` sigmas, ``spike_rel`` (relative) and ``spike_min_frac`` of its highest level
+    # above its trend; a warning only when corroborated: the median of ``spike_persist`` points (and ~2x, 3x as
+    # many) stays up, the grad norm jumps with it, ``spike_repeats`` jumps within ``spike_repeat_points``
+    # points, or it is ``spike_extreme_z`` sigmas; an error when not back within ``spike_recovery`` points.
     spike_z: float = 8.0
     spike_rel: float = 0.3
+    spike_min_frac: float = 0.01
+    spike_persist: int = 3
+    spike_extreme_z: float = 30.0
+    spike_repeats: int = 3
+    spike_repeat_points: int = 20
     spike_recovery: int = 50
+    # nan: a non-finite loss is always an error; a non-finite grad norm with a finite loss is a step the
+    # loss scaler skipped (info), a warning when ``nan_skip_persist`` of them come in a row.
+    nan_skip_persist: int = 5
+    # divergence: the loss level (median of 3 blocks of ``diverge_block`` points) ``diverge_rise`` (relative)
+    # and ``diverge_z`` sigmas of that difference above its best earlier level, for ``diverge_persist`` blocks
+    # in a row, having given back ``diverge_giveback`` of the way from its best level to its worst.
+    diverge_block: int = 5
+    diverge_rise: float = 0.15
+    diverge_z: float = 5.0
+    diverge_persist: int = 2
+    diverge_giveback: float = 0.25
     # lr_anomaly
     lr_zero_frac: float = 1e-3  # below this fraction of the peak lr counts as zero
     lr_smooth_points: int = 15  # a "smooth schedule" changed at nearly every one of this many points
-    lr_frozen_points: int = 15  # exactly unchanged this many points after a smooth decay = frozen
+    lr_frozen_points: int = 15  # exactly unchanged (or at 0 after the schedule's end) this many points
     lr_frozen_min_frac: float = 0.2  # ...unless it froze below this fraction of the peak (a floor)
     lr_jump_rel: float = 0.2  # a one-point relative change at least this big...
     lr_jump_factor: float = 20.0  # ...and this many times the median change of the smooth schedule
-    lr_warmup_min_points: int = 10  # a warmup is at least this many rising points
-    lr_warmup_rise: float = 0.05  # short-median loss this much above the late-warmup level = rising
-    # throughput_drop: the median of the last ``drop_window`` points at least ``drop_frac`` below the
-    # trailing baseline for ``drop_min_points`` points in a row and ``drop_min_seconds`` of wall time
-    # (a few seconds, the scale of a dashboard refresh: shorter bursts of contention are not "sustained").
+    lr_warmup_min_points: int = 10  # a warmup is at least this many rising points; a rise after it lasts as long
+    lr_warmup_rise: float = 0.1  # short-median loss this much above the late-warmup level = rising
+    # throughput_drop: most of a window of L points (``drop_min_points`` .. ``drop_window``) below the trend by
+    # ``drop_frac``, by ``drop_evidence`` / L (log units: size x persistence) and by ``drop_z`` sigmas of an
+    # L-point median. A rate from throughput, step_time or the records' times.
     drop_frac: float = 0.3
-    drop_window: int = 9
-    drop_min_points: int = 5
-    drop_min_seconds: float = 3.0
+    drop_window: int = 16
+    drop_min_points: int = 3
+    drop_evidence: float = 2.5
+    drop_z: float = 4.0
     drop_data_share: float = 0.5  # data wait explaining this share of the slowdown = input pipeline
-    # overfitting: the last ``overfit_evals`` evaluations all above the best by ``overfit_rel`` and
-    # ``overfit_z`` eval-noise sigmas, while the train loss did not rise.
-    overfit_evals: int = 3
-    overfit_rel: float = 0.02
-    overfit_z: float = 4.0
+    # overfitting: the median of the last w evaluations (an eighth of them, at least ``overfit_evals``)
+    # ``overfit_rel`` and ``overfit_z`` eval-noise sigmas above the best, the latest one still up, and the gap
+    # to the smoothed train loss grown as much; judged from ``overfit_min_evals`` evaluations.
+    overfit_evals: int = 2
+    overfit_rel: float = 0.1
+    overfit_z: float = 3.5
+    overfit_min_evals: int = 4
     # sawtooth: step time folded by each period p in windows of ``sawtooth_window`` points; the per-phase
     # means must explain ``sawtooth_power`` of the variance (R^2) and swing ``sawtooth_amplitude`` x the
     # mean, with the same period in ``sawtooth_windows`` windows in a row. Periods up to
@@ -74,23 +103,32 @@ class DiagnosisSettings:
     sawtooth_amplitude: float = 0.2
     sawtooth_windows: int = 2
     sawtooth_repeats: int = 4
-    # stalled: silence longer than max(stall_min_seconds, stall_factor x median interval,
-    # 1.5 x the run's 99th-percentile gap); an error past stall_error_factor x that.
+    # stalled: a running run silent longer than max(stall_min_seconds, stall_factor x its usual interval,
+    # 1.5 x its 99th-percentile gap), an error past stall_error_factor x that; a past gap between records of
+    # at least stall_gap_seconds, stall_factor x the usual interval and 1.5 x the longest gap before it.
     stall_min_seconds: float = 120.0
-    stall_factor: float = 20.0
+    stall_factor: float = 10.0
     stall_error_factor: float = 5.0
-    # plateau (info): smoothed loss not ``plateau_rel`` below its best for ``plateau_points`` points.
+    stall_gap_seconds: float = 600.0
+    # plateau: info when the smoothed loss is not ``plateau_rel`` below its best for ``plateau_points`` points;
+    # a warning when there is no training signal (``stuck_points`` identical losses from the start, or zero
+    # grad norms), or train and eval loss both stay within ``stuck_rel`` of their start while the eval loss
+    # is flat over the last half of its evaluations (at least ``stuck_evals``).
     plateau_points: int = 200
     plateau_rel: float = 0.01
     plateau_smooth: int = 25
+    stuck_points: int = 10
+    stuck_evals: int = 6
+    stuck_rel: float = 0.1
     # straggler / rank_divergence (several ranks): per aligned step a rank is compared with the median of
     # the *other* ranks; a rank is flagged when at least ``rank_persist`` of its last ``rank_window``
-    # aligned points are off. straggler: step time at least ``straggler_ratio`` x the others' median.
+    # aligned points are off. straggler: the rank costs the job ``straggler_cost`` of its step time (its
+    # extra step time or extra data wait over the slowest rank's step time).
     # rank_divergence (3+ ranks): loss or grad norm ``divergence_z`` cross-rank sigmas (1.4826 x the typical
     # per-step MAD across ranks over ``baseline_window`` points) and ``divergence_rel`` (relative) from it.
     rank_window: int = 20
     rank_persist: float = 0.7
-    straggler_ratio: float = 1.3
+    straggler_cost: float = 0.15
     divergence_z: float = 4.0
     divergence_rel: float = 0.05
 
@@ -111,8 +149,8 @@ class DiagnosisSettings:
             raise ValueError(f"min_baseline ({self.min_baseline}) exceeds baseline_window ({self.baseline_window})")
         if self.rank_persist > 1:
             raise ValueError(f"rank_persist must be a share in (0, 1], got {self.rank_persist!r}")
-        if self.straggler_ratio <= 1:
-            raise ValueError(f"straggler_ratio must be above 1 (1.3 = 30% slower), got {self.straggler_ratio!r}")
+        if self.straggler_cost >= 1:
+            raise ValueError(f"straggler_cost must be a share below 1 (0.15 = 15%), got {self.straggler_cost!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe values (``disabled`` as a list)."""
@@ -140,58 +178,15 @@ class DiagnosisSettings:
 
 _FIELDS = {f.name: f for f in fields(DiagnosisSettings)}
 
-# One line per knob, for a settings form (``st.number_input(name, help=HELP[name])``).
-HELP: dict[str, str] = {
-    "disabled": "detectors to skip",
-    "baseline_window": "logged points in the trailing robust baseline (median of block medians)",
-    "min_baseline": "points a baseline needs before anything is judged",
-    "grad_ratio": "grad norm this many times its recent median is an explosion",
-    "grad_z": "...and this many robust sigmas above it (log scale)",
-    "grad_followup": "points after an explosion checked for NaN/Inf or a loss jump (then: error)",
-    "spike_z": "loss this many robust sigmas above its recent median is a spike",
-    "spike_rel": "...and this much above it, relative (0.3 = +30%)",
-    "spike_recovery": "points a spike has to come back before it counts as divergence (error)",
-    "lr_zero_frac": "lr below this fraction of its peak counts as zero",
-    "lr_smooth_points": "points a schedule must have changed at, to count as smooth",
-    "lr_frozen_points": "unchanged points after a smooth decay that count as a frozen lr",
-    "lr_frozen_min_frac": "a freeze below this fraction of the peak is taken as a floor, not a fault",
-    "lr_jump_rel": "a one-point lr change at least this big (relative) may be a jump...",
-    "lr_jump_factor": "...if it is this many times the schedule's usual change",
-    "lr_warmup_min_points": "rising lr points that make a warmup",
-    "lr_warmup_rise": "loss this much above its late-warmup level after the warmup = rising",
-    "drop_frac": "throughput this much below its recent level is a drop (0.3 = -30%)",
-    "drop_window": "points in the short window whose majority must be low",
-    "drop_min_points": "points the drop must last",
-    "drop_min_seconds": "seconds the drop must last",
-    "drop_data_share": "share of the slowdown data wait must explain to blame the input pipeline",
-    "overfit_evals": "evaluations in a row that must sit above the best",
-    "overfit_rel": "...by at least this much, relative",
-    "overfit_z": "...and this many eval-noise sigmas",
-    "sawtooth_window": "points per window in which a step-time oscillation is looked for",
-    "sawtooth_hop": "points between windows",
-    "sawtooth_power": "share of the window's variance the periodic profile must explain (R^2)",
-    "sawtooth_amplitude": "peak-to-peak swing of the profile, relative to the mean step time",
-    "sawtooth_windows": "windows in a row with the same period",
-    "sawtooth_repeats": "repeats a period must show in one window (longest period = window / repeats)",
-    "stall_min_seconds": "a running run silent this long (at least) is stalled",
-    "stall_factor": "...or this many of its usual intervals, if longer",
-    "stall_error_factor": "stalled for this many times the threshold is an error",
-    "plateau_points": "points without improvement that make a plateau (info)",
-    "plateau_rel": "improvement smaller than this (relative) does not count",
-    "plateau_smooth": "points per block median when looking for a plateau",
-    "rank_window": "aligned steps in the window over which one rank is compared with the others",
-    "rank_persist": "share of that window a rank must be off to be flagged (0.7 = most of it)",
-    "straggler_ratio": "a rank this many times slower than the other ranks' median step time is slow",
-    "divergence_z": "loss / grad norm this many cross-rank sigmas from the other ranks' median departs",
-    "divergence_rel": "...and at least this much from it, relative (0.05 = 5%)",
-}
+# Knobs that existing settings files may still hold and that are now ignored without a warning.
+RETIRED: frozenset[str] = frozenset({"drop_min_seconds", "straggler_ratio"})
 
 
 def settings_from_dict_lenient(data: Any) -> tuple[DiagnosisSettings, list[str]]:
     """Settings from a parsed file, keeping every valid known key; returns the problems found."""
     if not isinstance(data, dict):
         return DiagnosisSettings(), [f"expected a JSON object, got {type(data).__name__}"]
-    problems = [f"unknown setting {key!r} ignored" for key in data if key not in _FIELDS]
+    problems = [f"unknown setting {key!r} ignored" for key in data if key not in _FIELDS and key not in RETIRED]
     settings = DiagnosisSettings()
     for key, value in data.items():
         if key not in _FIELDS:
@@ -251,6 +246,8 @@ def save_settings(root: str | os.PathLike[str], settings: DiagnosisSettings) -> 
 
 __all__ = [
     "HELP",
+    "LABELS",
+    "RETIRED",
     "DiagnosisSettings",
     "load_settings",
     "load_settings_checked",

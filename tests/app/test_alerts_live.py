@@ -53,3 +53,17 @@ def test_a_healthy_run_draws_nothing(tmp_path: Path) -> None:
     assert not at.exception
     assert at.session_state["n_findings"] == 0
     assert not at.error and not at.warning and not at.toast and not at.sidebar.caption
+
+
+def test_watcher_and_dashboard_use_the_same_diagnose(tmp_path):
+    """The watcher's default detector entry point is the engine the live page calls."""
+    import inspect
+
+    from monitor_cb.diagnosis import diagnose
+    from monitor_cb.diagnosis.engine import diagnose as engine_diagnose
+    from monitor_cb.notify.watcher import Watcher
+    from pages import _alerts
+
+    watcher = Watcher(tmp_path, notifier=None)  # only kept at construction; nothing is sent here
+    assert watcher._diagnose is diagnose is engine_diagnose
+    assert "from monitor_cb.diagnosis import diagnose" in inspect.getsource(_alerts.run_findings)

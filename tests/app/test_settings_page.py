@@ -122,6 +122,15 @@ def test_bad_notification_settings_show_an_error(root: Path, text: str, expected
     assert not at.dataframe
 
 
+def test_thresholds_are_labelled_in_words_with_help(root: Path) -> None:
+    at = run_app()
+    spike = at.number_input(key="diag_spike_z")
+    assert spike.label == "Loss spike: at least this many noise sigmas"
+    assert "noise sigma" in spike.help and "`spike_z` in diagnosis.json" in spike.help
+    labels = [n.label for n in at.number_input]
+    assert "baseline_window" not in labels and not [label for label in labels if "_" in label]
+
+
 def test_thresholds_form_saves_and_reloads(root: Path) -> None:
     at = run_app()
     assert at.number_input(key="diag_spike_z").value == 8.0

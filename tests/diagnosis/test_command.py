@@ -58,6 +58,8 @@ def test_json_output(root, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["counts"]["error"] == 1
     assert data["findings"][0]["kind"] == "nan" and data["findings"][0]["step"] == 201
+    assert "not a finite number" in data["findings"][0]["why"]  # why it fired, also in the message
+    assert data["findings"][0]["message"].endswith(data["findings"][0]["why"] + ".")
 
 
 def test_run_directory_by_path(root, capsys):

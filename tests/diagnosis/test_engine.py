@@ -6,7 +6,7 @@ import pytest
 
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose, engine
 from monitor_cb.diagnosis.synthetic import healthy_run
-from tests.diagnosis.helpers import decaying_loss, frame
+from tests.diagnosis.helpers import decaying_loss, frame, noisy
 
 
 def test_findings_come_sorted_with_the_run_as_a_whole():
@@ -72,7 +72,7 @@ def test_a_failing_detector_is_skipped_with_a_warning(monkeypatch):
 
     monkeypatch.setitem(engine.SERIES_DETECTORS, "loss_spike", broken)
     with pytest.warns(RuntimeWarning, match="loss_spike.*boom"):
-        assert diagnose(frame(100, loss=1.0)) == []
+        assert diagnose(frame(100, loss=noisy(100))) == []
 
 
 def test_healthy_synthetic_runs_are_quiet():

@@ -62,3 +62,14 @@ def test_fmt_helpers():
     assert fmt_pct(0.853) == "85%"
     assert fmt_seconds(0.0093) == "9.3 ms"
     assert fmt_seconds(1.52) == "1.52 s"
+
+
+def test_explain_puts_what_advice_and_why_in_that_order():
+    from monitor_cb.diagnosis.findings import explain
+
+    text = explain("loss jumped to 7.2 at step 2,439.", "Lower the lr", "23 sigmas (threshold 8)")
+    assert text == "loss jumped to 7.2 at step 2,439. Lower the lr. Why: 23 sigmas (threshold 8)."
+    assert explain("a", "", "") == "a."
+    f = Finding("loss_spike", "warning", 5, text, why="23 sigmas (threshold 8)")
+    assert f.to_dict()["why"] == "23 sigmas (threshold 8)"
+    assert f == Finding("loss_spike", "warning", 5, text)  # the why does not change a finding's identity

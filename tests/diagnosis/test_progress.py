@@ -33,7 +33,7 @@ def test_stalled_uses_last_write_and_only_live_statuses():
 def test_slow_loggers_get_a_longer_threshold():
     f = frame(100, loss=1.0)
     f["t"] = 1.76e9 + np.arange(100) * 60.0  # a record a minute
-    assert stall_threshold(f["t"].to_numpy(), S) == 20 * 60.0
+    assert stall_threshold(f["t"].to_numpy(), S) == S.stall_factor * 60.0
 
 
 def test_plateau_is_info_and_spans_the_flat_stretch():
@@ -47,9 +47,11 @@ def test_plateau_is_info_and_spans_the_flat_stretch():
 
 def test_falling_loss_short_runs_and_constant_loss():
     assert detect_plateau(frame(1000, loss=np.geomspace(10, 1, 1000)), S) == []
-    assert detect_plateau(frame(100, loss=1.0), S) == []  # shorter than plateau_points
-    (f,) = detect_plateau(frame(1000, loss=2.0), S)
-    assert f.step == 1 and f.end_step == 1000
+    assert detect_plateau(frame(100, loss=noisy(100)), S) == []  # shorter than plateau_points
+    # a loss that never changes at all: no training signal (a warning) besides the flat stretch (info)
+    dead, flat = detect_plateau(frame(1000, loss=2.0), S)
+    assert (dead.severity, dead.details["variant"]) == ("warning", "no_signal")
+    assert (flat.severity, flat.step, flat.end_step) == ("info", 1, 1000)
 
 
 def test_fmt_duration():
@@ -57,3 +59,23 @@ def test_fmt_duration():
     assert fmt_duration(95) == "1 min 35 s"
     assert fmt_duration(7300) == "2 h 1 min"
     assert fmt_duration(float("nan")) == "?"
+
+
+def test_a_past_gap_between_records_is_a_stall():
+    # a log with one record every ~40 min and a 7.6 h hole: the job was down, then went on
+    f = frame(200, loss=noisy(200))
+    gaps = np.full(199, 2400.0)
+    gaps[119] = 27_335.0
+    f["t"] = 1.6e9 + np.concatenate(([0.0], np.cumsum(gaps)))
+    (found,) = detect_stalled(f, S, status="finished")
+    assert (found.kind, found.severity, found.step) == ("stalled", "warning", 121)
+    assert "7 h 35 min" in found.message and "stall_gap_seconds" in found.why
+
+
+def test_periodic_eval_pauses_are_not_stalls():
+    f = frame(3000, loss=noisy(3000))
+    gaps = np.full(2999, 14.0)
+    gaps[49::50] = 185.0  # an evaluation every 50 records: 13x the usual interval, but seen before
+    gaps[1499] = 300.0  # and one longer pause, still under stall_gap_seconds
+    f["t"] = 1.6e9 + np.concatenate(([0.0], np.cumsum(gaps)))
+    assert detect_stalled(f, S, status="finished") == []

@@ -71,9 +71,20 @@ def test_unknown_keys_and_bad_values_are_skipped_with_warnings(tmp_path):
         load_settings(tmp_path)
 
 
-def test_every_knob_has_a_help_line():
+def test_every_knob_has_a_help_line_and_a_label_in_words():
     from dataclasses import fields
 
-    from monitor_cb.diagnosis.settings import HELP
+    from monitor_cb.diagnosis.settings import HELP, LABELS
 
-    assert set(HELP) == {f.name for f in fields(DiagnosisSettings)}
+    names = {f.name for f in fields(DiagnosisSettings)}
+    assert set(HELP) == names == set(LABELS)
+    assert all("_" not in label and label[0].isupper() for label in LABELS.values())  # words, not field names
+    assert all(len(text) > 20 for text in HELP.values())
+
+
+def test_retired_knobs_in_an_old_file_are_ignored_quietly(tmp_path):
+    path = settings_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps({"drop_min_seconds": 3.0, "straggler_ratio": 1.3, "spike_z": 9}))
+    settings, problems = load_settings_checked(tmp_path)
+    assert settings.spike_z == 9 and problems == []

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from monitor_cb.diagnosis import DiagnosisSettings, detect_throughput_drop
 from tests.diagnosis.helpers import frame, noisy
@@ -57,12 +58,41 @@ def test_fallbacks_and_missing_columns():
     assert detect_throughput_drop(frame(100, throughput=np.nan), S) == []
 
 
-def test_a_drop_must_last_in_wall_time_too():
+def _points_to_flag(f, onset: int) -> int | None:
+    """Logged points after ``onset`` (row) that detect_throughput_drop needs to see before flagging it."""
+    for k in range(0, 40):
+        if detect_throughput_drop(f.iloc[: onset + 1 + k], S):
+            return k + 1
+    return None
+
+
+def test_a_drop_is_judged_by_size_times_points_not_wall_time():
+    # a record every 16 ms: the old wall-clock rule (3 s) needed ~190 points for any drop (issue 12)
     f = timing(1000, None, 1, False)
-    f["t"] = 1.76e9 + np.arange(1000) * 0.016  # a record every 16 ms (a tiny model on a busy CPU)
-    short = int(S.drop_min_seconds / 0.016 * 0.8)  # slow points lasting 80% of drop_min_seconds
-    f.loc[400 : 400 + short, "throughput"] /= 3
+    f["t"] = 1.76e9 + np.arange(1000) * 0.016
+    big = f.copy()
+    big.loc[400:, "throughput"] *= 0.15  # an 85% drop: a few points are enough
+    assert _points_to_flag(big, 400) <= S.drop_min_points
+    small = f.copy()
+    small.loc[400:, "throughput"] *= 0.65  # a 35% drop needs more points, still far fewer than 20
+    needed = _points_to_flag(small, 400)
+    assert S.drop_min_points < needed <= 12
+    (found,) = detect_throughput_drop(small, S)
+    assert found.step == 401 and "size x points" in found.why
+
+
+def test_a_burst_shorter_than_drop_min_points_is_not_a_drop():
+    f = timing(1000, None, 1, False)
+    f.loc[400 : 400 + S.drop_min_points - 2, "throughput"] *= 0.15  # two 85%-slow points in a row
+    f.loc[700, "throughput"] *= 0.1
     assert detect_throughput_drop(f, S) == []
-    f.loc[400 + short + 1 : 400 + 2 * short, "throughput"] /= 3  # now 160% of it
+
+
+def test_rate_from_record_times_when_nothing_else_is_logged():
+    t = 1.76e9 + np.cumsum(np.random.default_rng(3).lognormal(np.log(0.5), 0.03, 600))
+    t[400:] = t[399] + np.cumsum(np.full(200, 0.5 / 0.4))  # 40% of the speed from record 400 on
+    f = frame(600, loss=noisy(600))
+    f["t"] = t
     (found,) = detect_throughput_drop(f, S)
-    assert found.step == 401
+    assert 400 <= found.step <= 403 and found.details["unit"] == "steps/s (from record times)"
+    assert found.details["fall"] == pytest.approx(0.6, abs=0.05)
