@@ -36,3 +36,12 @@ def memo(key: Hashable, compute: Callable[[], T]) -> T:
     if key not in store:
         store[key] = compute()
     return store[key]
+
+
+def frame_memo(frame: Any, key: Hashable, compute: Callable[[], T]) -> T:
+    """:func:`memo` for a value computed from ``frame``: keyed by the frame's identity, which the memo keeps
+    alive (so a frame freed during the call can never hand its id, and its numbers, to another one)."""
+    pinned = memo(("frame", id(frame), key), lambda: (frame, compute()))
+    if pinned[0] is not frame:  # pragma: no cover - cannot happen while the frame is pinned
+        return compute()
+    return pinned[1]

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from monitor_cb.diagnosis._cache import frame_memo
+
 # Columns that describe a record rather than measure training (as in analysis.series).
 INDEX_COLUMNS = frozenset({"step", "t", "rank", "seg", "epoch", "event", "reason"})
 # |x_i - x_{i-1}| of Gaussian noise has median 0.6745 * sqrt(2) * sigma.
@@ -35,7 +37,14 @@ class Series:
 
 
 def finite_series(frame: pd.DataFrame, name: str) -> Series | None:
-    """The finite values of column ``name`` with their steps; None when it is missing or has none."""
+    """The finite values of column ``name`` with their steps; None when it is missing or has none.
+
+    Computed once per :func:`~monitor_cb.diagnosis.engine.diagnose` call (callers never write to it).
+    """
+    return frame_memo(frame, ("finite", len(frame), name), lambda: _finite_series(frame, name))
+
+
+def _finite_series(frame: pd.DataFrame, name: str) -> Series | None:
     values = column(frame, name)
     if values is None:
         return None
@@ -46,7 +55,11 @@ def finite_series(frame: pd.DataFrame, name: str) -> Series | None:
 
 
 def frame_steps(frame: pd.DataFrame) -> np.ndarray:
-    """The ``step`` column as int64 (row numbers + 1 when the frame has none)."""
+    """The ``step`` column as int64 (row numbers + 1 when the frame has none), once per diagnose call."""
+    return frame_memo(frame, ("steps", len(frame)), lambda: _frame_steps(frame))
+
+
+def _frame_steps(frame: pd.DataFrame) -> np.ndarray:
     if "step" not in frame.columns:
         return np.arange(1, len(frame) + 1, dtype=np.int64)
     steps = frame["step"]
@@ -56,9 +69,13 @@ def frame_steps(frame: pd.DataFrame) -> np.ndarray:
 
 
 def column(frame: pd.DataFrame, name: str) -> np.ndarray | None:
-    """``frame[name]`` as float64 (NaN for gaps), or None when absent."""
+    """``frame[name]`` as float64 (NaN for gaps), or None when absent (once per diagnose call)."""
     if name not in frame.columns:
         return None
+    return frame_memo(frame, ("column", len(frame), name), lambda: _column(frame, name))
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     series = frame[name]
     if series.dtype == np.float64:
         return series.to_numpy()  # no copy; callers never write to it
@@ -214,11 +231,13 @@ def trailing_noise(values: np.ndarray, window: int, min_points: int) -> tuple[np
     first, second = full[:, :half].mean(axis=1), full[:, block - half :].mean(axis=1)
     slope = (second - first) / (block - half)
     offsets = np.arange(block) - (block - 1) / 2.0
-    resid = np.abs(full - block_med[:, None] - slope[:, None] * offsets[None, :])
+    resid = full - block_med[:, None]  # in place from here: this runs over every point of the series
+    resid -= slope[:, None] * offsets[None, :]
+    np.abs(resid, out=resid)
     mid = block // 2
     q90 = min(block - 1, int(np.ceil(0.9 * block)) - 1)
-    parts = np.partition(resid, (mid, q90), axis=1)
-    scale = np.maximum(_MAD_TO_SIGMA * parts[:, mid], _Q90_TO_SIGMA * parts[:, q90])
+    resid.partition((mid, q90), axis=1)
+    scale = np.maximum(_MAD_TO_SIGMA * resid[:, mid], _Q90_TO_SIGMA * resid[:, q90])
     # the median of the last 3 blocks, or the last block when it is lower: a falling loss (a decade per
     # hundred points early in training) is followed without lag, a spike still never raises the level
     base_level = np.fmin(_trailing_blocks_median(block_med, 3), np.concatenate(([np.nan], block_med)))
@@ -227,6 +246,19 @@ def trailing_noise(values: np.ndarray, window: int, min_points: int) -> tuple[np
     base_level[~enough] = np.nan
     owner = np.arange(n) // block
     return base_level[owner], base_sigma[owner]
+
+
+def trailing_level(values: np.ndarray, window: int, min_points: int) -> np.ndarray:
+    """The level half of :func:`trailing_noise` alone (one partition of the data): for a cheap first look."""
+    n = values.size
+    block = block_size(window)
+    nb = n // block
+    if nb == 0:
+        return np.full(n, np.nan)
+    block_med = row_median(values[: nb * block].reshape(nb, block))
+    level = np.fmin(_trailing_blocks_median(block_med, 3), np.concatenate(([np.nan], block_med)))
+    level[~(np.minimum(np.arange(nb + 1), 3) * block >= min_points)] = np.nan
+    return level[np.arange(n) // block]
 
 
 def quantum(values: np.ndarray, sample: int = 4096) -> float:

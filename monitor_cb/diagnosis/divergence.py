@@ -34,12 +34,12 @@ def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
     b = settings.diverge_block
     if np.any(s.values < 0) or len(s) < b * (_LEVEL_BLOCKS + settings.diverge_persist):
         return []
-    log = bool(np.all(s.values > 0))
-    x = np.log(s.values) if log else s.values
+    noise = frame_noise(frame, "loss", s, settings.baseline_window, settings.min_baseline)
+    log, x = noise.log, noise.x
     nb = len(s) // b
     blocks = row_median(x[: nb * b].reshape(nb, b)) if b % 2 else np.median(x[: nb * b].reshape(nb, b), axis=1)
     level = row_median(np.lib.stride_tricks.sliding_window_view(blocks, _LEVEL_BLOCKS))  # level k: blocks k..k+2
-    sigma = frame_noise(frame, "loss", s, settings.baseline_window, settings.min_baseline).sigma
+    sigma = noise.sigma
     sig_points = np.nan_to_num(sigma[(np.arange(level.size) + _LEVEL_BLOCKS) * b - 1], nan=np.inf)
     # a level is a median of medians of ~3b points; the difference of two such has sqrt(2) x its noise
     sig_diff = np.sqrt(2.0) * _MEDIAN_SE * sig_points / np.sqrt(_LEVEL_BLOCKS * b)

@@ -35,11 +35,12 @@ def detect_lr_anomaly(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
         return []
     findings = _zero(s, settings)
     zero_at = {f.step for f in findings}
-    jumps = [f for f in _jumps(s, settings) + _jumps_up(s, settings) if f.step not in zero_at]
+    changes = _changes(s.values)  # shared by the three checks below (one pass over a long series)
+    jumps = [f for f in _jumps(s, settings, changes) + _jumps_up(s, settings, changes) if f.step not in zero_at]
     jumps = list({f.step: f for f in jumps}.values())
     # a jump followed by a constant lr is one event: the jump's message says it
     near_jump = {int(step) for f in jumps for step in s.steps[(s.steps >= f.step)][:3]}
-    findings += [f for f in _frozen(s, settings) if f.step not in near_jump] + jumps
+    findings += [f for f in _frozen(s, settings, changes) if f.step not in near_jump] + jumps
     findings += _warmup_rise(frame, s, settings)
     return findings
 
@@ -117,9 +118,9 @@ def _changes(lr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rel, changed
 
 
-def _frozen(s: Series, settings: DiagnosisSettings) -> list[Finding]:
+def _frozen(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
     lr = s.values
-    _, changed = _changes(lr)
+    _, changed = changes
     decreasing = np.diff(lr) < 0
     runs = run_lengths(~changed)
     need, smooth = settings.lr_frozen_points, settings.lr_smooth_points
@@ -152,10 +153,10 @@ def _frozen(s: Series, settings: DiagnosisSettings) -> list[Finding]:
     return findings
 
 
-def _jumps(s: Series, settings: DiagnosisSettings) -> list[Finding]:
+def _jumps(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
     """One-point changes far beyond the usual change of a smoothly changing schedule."""
     lr = s.values
-    rel, changed = _changes(lr)
+    rel, changed = changes
     smooth = settings.lr_smooth_points
     findings = []
     for j in np.flatnonzero(rel >= settings.lr_jump_rel):
@@ -176,10 +177,10 @@ def _jumps(s: Series, settings: DiagnosisSettings) -> list[Finding]:
     return findings
 
 
-def _jumps_up(s: Series, settings: DiagnosisSettings) -> list[Finding]:
+def _jumps_up(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
     """In a step or constant schedule, the lr jumping back up after its warmup (from above ~0)."""
     lr = s.values
-    rel, changed = _changes(lr)
+    rel, changed = changes
     rising = np.diff(lr) > 0
     warm_end = _warmup_end(rising)
     findings = []

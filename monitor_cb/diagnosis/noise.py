@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor_cb.diagnosis._cache import memo
+from monitor_cb.diagnosis._cache import frame_memo
 from monitor_cb.diagnosis._stats import forward_median, positive, quantum, trailing_noise
 
 _MEDIAN_SE = 1.2533  # a median of k Gaussian points has sd 1.2533 sigma / sqrt(k)
@@ -61,8 +61,8 @@ class Noise:
 
 def frame_noise(frame, name: str, s, window: int, min_points: int, *, log: bool | None = None) -> Noise:
     """:func:`series_noise` of column ``name`` of ``frame`` (its finite series ``s``), once per diagnose call."""
-    key = ("noise", id(frame), len(frame), name, len(s), window, min_points, log)
-    return memo(key, lambda: series_noise(s.values, window, min_points, log=log))
+    key = ("noise", len(frame), name, len(s), window, min_points, log)
+    return frame_memo(frame, key, lambda: series_noise(s.values, window, min_points, log=log))
 
 
 def series_noise(values: np.ndarray, window: int, min_points: int, *, log: bool | None = None) -> Noise:

@@ -121,6 +121,8 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
         order = np.argsort(times, kind="stable")
         rows, times = rows[order], times[order]
     gaps = np.diff(times)
+    if not np.any(gaps >= settings.stall_gap_seconds):
+        return []  # nothing long enough in absolute terms: the common case, decided in one pass
     usual, _ = trailing_baseline(gaps, 201, 5, with_sigma=False)
     longest = np.concatenate(([np.inf], np.maximum.accumulate(gaps)[:-1]))  # the longest interval before each
     with np.errstate(invalid="ignore"):

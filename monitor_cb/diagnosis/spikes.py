@@ -23,7 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import Series, block_size, column, episodes, finite_series, frame_steps, train_rows
+from monitor_cb.diagnosis._stats import (
+    Series,
+    block_size,
+    column,
+    episodes,
+    finite_series,
+    frame_steps,
+    row_median,
+    train_rows,
+)
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_ratio, fmt_step
 from monitor_cb.diagnosis.noise import Noise, frame_noise
 from monitor_cb.diagnosis.settings import DiagnosisSettings
@@ -140,7 +149,7 @@ def detect_loss_spike(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
     if s is None or len(s) <= settings.min_baseline or np.any(s.values < 0):
         return []
     j = _jumps(frame, s, settings, rel=settings.spike_rel, min_frac=settings.spike_min_frac)
-    grad = _grad_candidates(frame, settings)
+    grad = _GradCheck(frame, settings)
     findings, notes = [], []
     for first, last in episodes(j.single | j.persist, _MERGE_GAP)[: _MAX_EPISODES * 4]:
         first = (
@@ -159,7 +168,7 @@ def detect_loss_spike(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
     return findings
 
 
-def _corroboration(j: _Jumps, first: int, last: int, settings: DiagnosisSettings, grad: np.ndarray) -> list[str]:
+def _corroboration(j: _Jumps, first: int, last: int, settings: DiagnosisSettings, grad: _GradCheck) -> list[str]:
     """Why this episode is more than per-batch noise (empty: it is not)."""
     reasons = []
     span = slice(first, last + 1)
@@ -176,7 +185,7 @@ def _corroboration(j: _Jumps, first: int, last: int, settings: DiagnosisSettings
             f"it is extreme for this series: {j.z[peak]:.0f} noise sigmas (threshold {settings.spike_extreme_z:g})"
         )
     steps = j.s.steps[span]
-    if grad.size and np.any(np.isin(steps, grad) | np.isin(steps - 1, grad) | np.isin(steps + 1, grad)):
+    if grad.jumped_near(steps):
         reasons.append(f"the grad norm jumped at the same step (at least {_GRAD_CORROBORATES:g}x its trend)")
     lo = first - settings.spike_repeat_points
     recent = np.flatnonzero(j.single[max(lo, 0) : first])
@@ -297,16 +306,36 @@ def _recovered_at(x: np.ndarray, last: int, band: float, horizon: int) -> int | 
     return None if ok.size == 0 else last + 1 + int(ok[0])
 
 
-def _grad_candidates(frame: pd.DataFrame, settings: DiagnosisSettings) -> np.ndarray:
-    """Steps where the grad norm jumped ``_GRAD_CORROBORATES`` x and ``spike_z`` sigmas over its trend."""
-    s = _positive_grad(frame)
-    if s is None or len(s) <= settings.min_baseline:
-        return np.zeros(0, dtype=np.int64)
-    noise = frame_noise(frame, "grad_norm", s, settings.baseline_window, settings.min_baseline, log=True)
-    with np.errstate(invalid="ignore"):
-        excess = noise.x - noise.level
-        hit = (excess >= np.log(_GRAD_CORROBORATES)) & (excess >= settings.spike_z * noise.sigma)
-    return s.steps[hit]
+class _GradCheck:
+    """Did the grad norm jump (``_GRAD_CORROBORATES`` x and ``spike_z`` sigmas) at these steps, or one point off?
+
+    Asked for a handful of loss jumps only, so each is judged against the grad norm's own recent
+    window (median and spread of its logs over ``baseline_window`` points before it) instead of a
+    trend-and-noise pass over the whole series.
+    """
+
+    def __init__(self, frame: pd.DataFrame, settings: DiagnosisSettings) -> None:
+        self.s = _positive_grad(frame)
+        self.settings = settings
+
+    def jumped_near(self, steps: np.ndarray) -> bool:
+        """Whether the grad norm jumped at one of ``steps`` (the loss jump's points) or one logged point off."""
+        s = self.s
+        if s is None or len(s) <= self.settings.min_baseline:
+            return False
+        at = np.searchsorted(s.steps, steps)
+        near = np.unique(np.clip(np.concatenate((at - 1, at, at + 1)), 0, len(s) - 1))
+        window = self.settings.baseline_window
+        for i in near.tolist():
+            before = np.log(s.values[max(0, i - window) : i])
+            if before.size < self.settings.min_baseline:
+                continue
+            level = float(np.median(before))
+            sigma = max(1.4826 * float(np.median(np.abs(before - level))), 1e-6)
+            excess = float(np.log(s.values[i])) - level
+            if excess >= np.log(_GRAD_CORROBORATES) and excess >= self.settings.spike_z * sigma:
+                return True
+        return False
 
 
 def _positive_grad(frame: pd.DataFrame) -> Series | None:
@@ -328,6 +357,8 @@ def detect_grad_explosion(frame: pd.DataFrame, settings: DiagnosisSettings) -> l
     s = _positive_grad(frame)
     if s is None or len(s) <= settings.min_baseline:
         return []
+    if not _could_jump(s, settings):
+        return []  # no point is grad_ratio x above even the lowest recent level: the common case
     noise = frame_noise(frame, "grad_norm", s, settings.baseline_window, settings.min_baseline, log=True)
     lev, sig = noise.level, noise.sigma
     p = settings.spike_persist
@@ -365,6 +396,26 @@ def detect_grad_explosion(frame: pd.DataFrame, settings: DiagnosisSettings) -> l
     if notes:
         findings.append(_grad_note(s, noise, z, notes, settings))
     return findings
+
+
+def _could_jump(s: Series, settings: DiagnosisSettings) -> bool:
+    """A cheap necessary condition for a grad-norm jump, checked before the full trend-and-noise pass.
+
+    A point's trend is a median of earlier block medians, so it is never below the lowest block median
+    so far; a block whose largest value is not ``grad_ratio`` x that holds no jump (and no persistent
+    one: half of its points would have to be that high).
+    """
+    block = block_size(settings.baseline_window)
+    nb = len(s) // block
+    if nb < 2:
+        return False
+    blocks = s.values[: nb * block].reshape(nb, block)
+    lowest = np.minimum.accumulate(row_median(blocks))[:-1]  # lowest trend possible in blocks 1..nb-1
+    tops = blocks.max(axis=1)[1:]
+    if s.values.size > nb * block:  # the unfinished block at the end
+        lowest = np.append(lowest, lowest[-1] if lowest.size else np.inf)
+        tops = np.append(tops, s.values[nb * block :].max())
+    return bool(np.any(tops >= settings.grad_ratio * lowest))
 
 
 def _grad_finding(

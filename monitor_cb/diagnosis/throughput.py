@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import Series, column, episodes, finite_series, majority, train_rows
+from monitor_cb.diagnosis._stats import Series, column, episodes, finite_series, majority, trailing_level, train_rows
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.noise import series_noise
 from monitor_cb.diagnosis.settings import DiagnosisSettings
@@ -62,6 +62,8 @@ def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> 
     s, unit = rate_series(frame)
     if s is None or len(s) < settings.min_baseline + settings.drop_min_points:
         return []
+    if not _could_drop(s.values, settings):
+        return []  # not even drop_min_points slow points close together: the common case, in one pass
     noise = series_noise(s.values, settings.baseline_window, settings.min_baseline, log=True)
     deficit = noise.level - noise.x  # log(trend / rate): > 0 when slower
     confirmed = np.zeros(len(s), dtype=bool)  # the last point of a confirming window
@@ -92,6 +94,16 @@ def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> 
         if len(findings) >= _MAX_EPISODES:
             break
     return findings
+
+
+def _could_drop(values: np.ndarray, settings: DiagnosisSettings) -> bool:
+    """A cheap necessary condition: ``drop_min_points`` points ``drop_frac`` below the trend within ``drop_window``."""
+    x = np.log(values)
+    level = trailing_level(x, settings.baseline_window, settings.min_baseline)
+    with np.errstate(invalid="ignore"):
+        slow = np.flatnonzero(level - x >= -np.log1p(-settings.drop_frac))
+    k = settings.drop_min_points
+    return slow.size >= k and bool(np.any(slow[k - 1 :] - slow[: slow.size - k + 1] < settings.drop_window))
 
 
 def _windows(shortest: int, longest: int) -> list[int]:
