@@ -99,8 +99,9 @@ def iter_runs(root: Path, names: Sequence[str] | None = None) -> Iterator[RealRu
     store.refresh(force=True)
     for name in names or sorted(labels):
         label = labels[name]
-        frame = store.frame(name)
-        logged = {c: store.logged_mask(name, c) for c in ("loss", "grad_norm") if c in frame.columns}
+        data = store.read(name)
+        frame = data.frame
+        logged = {c: data.masks[c] for c in ("loss", "grad_norm") if c in data.masks}
         events = tuple(Event(e["kind"], int(e["step"]), e.get("note", "")) for e in label.get("events", []))
         yield RealRun(name, frame, logged, bool(label["healthy"]), events, label.get("notes", ""), split_of(name))
 

@@ -18,6 +18,8 @@ from monitor_cb.diagnosis._stats import column, episodes, frame_steps, run_lengt
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
+_WATCHED = ("loss", "grad_norm")  # the columns whose "was logged" masks this detector reads
+
 
 def detect_nan(
     frame: pd.DataFrame, settings: DiagnosisSettings, logged: Mapping[str, np.ndarray] | None = None
