@@ -3,9 +3,12 @@
 A spike is a jump that comes back; divergence is the running level itself getting worse (a
 preference objective drifting the wrong way, an lr that is slowly too high). The loss is cut into
 blocks of ``diverge_block`` points; the level is the median of three consecutive block medians
-(about ``3 x divergence_block`` points), compared with the lowest such level before it. It
-diverges when the level sits ``diverge_rise`` (relative) and ``diverge_z`` noise
-sigmas of that difference above the best for ``diverge_persist`` blocks in a row. A loss that
+(about ``3 x divergence_block`` points), compared with the lowest such level before it that starts
+after the first ``min_baseline`` points: an objective that climbs from its very first values (an RL
+critic whose targets grow with the returns, a preference loss leaving ln 2) has no established level
+to diverge from yet. It diverges when the level sits ``diverge_rise`` (relative) and ``diverge_z``
+noise sigmas of that difference above the best for ``diverge_persist`` blocks in a row (three: a
+ten-point bump of a noisy RL objective is not a trend). A loss that
 goes below zero (policy-gradient objectives) is not judged. When an eval loss is logged and is
 still at its best over the same steps, the rise is only an info: the model is not getting worse
 where it counts.
@@ -43,7 +46,11 @@ def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
     sig_points = np.nan_to_num(sigma[(np.arange(level.size) + _LEVEL_BLOCKS) * b - 1], nan=np.inf)
     # a level is a median of medians of ~3b points; the difference of two such has sqrt(2) x its noise
     sig_diff = np.sqrt(2.0) * _MEDIAN_SE * sig_points / np.sqrt(_LEVEL_BLOCKS * b)
-    best = np.minimum.accumulate(level)
+    # a level counts as "the best" only once min_baseline points came before it: an objective that rises from its
+    # very first values (an RL critic whose targets grow with the returns) has no established level to diverge from
+    settled = np.arange(level.size) * b >= settings.min_baseline
+    candidates = np.where(settled, level, np.inf)
+    best = np.minimum.accumulate(candidates)
     before = np.full(level.size, np.inf)  # the best of the earlier levels that share no block with this one
     before[_LEVEL_BLOCKS:] = best[: level.size - _LEVEL_BLOCKS]
     raw = np.exp(level) if log else level  # progress is counted in the loss's own units (nats), not ratios
@@ -62,12 +69,13 @@ def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
             merged[-1] = (merged[-1][0], z)
         else:
             merged.append((a, z))
-    return [_finding(frame, s, log, level, before, need, a, z, b, nb, settings) for a, z in merged[:_MAX_EPISODES]]
+    args = (frame, s, log, level, candidates, before, need)
+    return [_finding(*args, a, z, b, settings) for a, z in merged[:_MAX_EPISODES]]
 
 
-def _finding(frame, s, log: bool, level, before, need, first: int, last: int, b: int, nb: int, settings) -> Finding:
+def _finding(frame, s, log: bool, level, candidates, before, need, first: int, last: int, b: int, settings) -> Finding:
     best_level = float(before[first])
-    best_k = int(np.argmin(level[: max(first - _LEVEL_BLOCKS + 1, 1)]))
+    best_k = int(np.argmin(candidates[: max(first - _LEVEL_BLOCKS + 1, 1)]))
     start = (first + _LEVEL_BLOCKS - 1) * b  # the last block of the first risen level
     end_point = min((last + _LEVEL_BLOCKS) * b - 1, len(s) - 1)
     if last == level.size - 1:

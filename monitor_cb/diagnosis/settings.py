@@ -61,11 +61,12 @@ class DiagnosisSettings:
     nan_skip_persist: int = 5
     # divergence: the loss level (median of 3 blocks of ``diverge_block`` points) ``diverge_rise`` (relative)
     # and ``diverge_z`` sigmas of that difference above its best earlier level, for ``diverge_persist`` blocks
-    # in a row, having given back ``diverge_giveback`` of the way from its best level to its worst.
+    # in a row, having given back ``diverge_giveback`` of the way from its best level to its worst. A level is a
+    # "best" only once ``min_baseline`` points came before it.
     diverge_block: int = 5
     diverge_rise: float = 0.15
     diverge_z: float = 5.0
-    diverge_persist: int = 2
+    diverge_persist: int = 3
     diverge_giveback: float = 0.25
     # lr_anomaly
     lr_zero_frac: float = 1e-3  # below this fraction of the peak lr counts as zero

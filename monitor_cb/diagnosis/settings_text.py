@@ -105,10 +105,14 @@ HELP: dict[str, str] = {
         "A NaN/Inf grad norm with a finite loss is a step the mixed-precision loss scaler skipped: a note with "
         "their count. This many in a row (every update skipped) is a warning. A NaN loss is always an error."
     ),
-    "diverge_block": "The loss level is the median of 3 blocks of this many points, compared with its best level.",
+    "diverge_block": (
+        "The loss level is the median of 3 blocks of this many points, compared with its best level since the first "
+        "'points needed before anything is judged' (a loss that climbs from its very first values, like an RL "
+        "critic whose targets grow, has no best level yet)."
+    ),
     "diverge_rise": "The level must sit this much above its best (0.15 = 15% higher) for divergence.",
     "diverge_z": f"...and this many noise sigmas of that difference. {_SIGMA}",
-    "diverge_persist": "...for this many blocks in a row.",
+    "diverge_persist": "...for this many blocks in a row (a shorter bump of a noisy objective is not divergence).",
     "diverge_giveback": (
         "...having lost this share of the progress made (from its worst level to its best), so a loss that fell "
         "from 10 to 0.02 is not diverging when it drifts to 0.03."

@@ -30,6 +30,19 @@ def test_a_rise_while_the_eval_loss_stays_at_its_best_is_only_an_info():
     assert found.severity == "info" and "eval loss is still at its best" in found.message
 
 
+def test_an_objective_rising_from_its_first_values_and_a_short_bump_are_not_divergence():
+    # an RL critic (ddpg_pilot-like): its loss grows x10 over the first 20 points as the returns grow, then wanders
+    rng = np.random.default_rng(5)
+    early = np.geomspace(800, 9000, 20) * rng.lognormal(0, 0.3, 20)
+    later = 9000 * rng.lognormal(0, 0.3, 380)
+    later[200:210] *= 2.5  # a 10-point bump of the critic loss, back after it
+    assert detect_divergence(frame(400, loss=np.concatenate([early, later])), S) == []
+    # the same climb after the series has a level to compare with is divergence
+    flat, climb = 9000 * rng.lognormal(0, 0.3, 100), np.geomspace(9000, 90000, 20)
+    settled = np.concatenate([flat, climb, 90000 * rng.lognormal(0, 0.3, 80)])
+    assert [f.kind for f in detect_divergence(frame(200, loss=settled), S)] == ["divergence"]
+
+
 def test_policy_gradient_objectives_and_short_runs_are_not_judged():
     rng = np.random.default_rng(4)
     assert detect_divergence(frame(300, loss=-25 + 20 * rng.standard_normal(300)), S) == []
