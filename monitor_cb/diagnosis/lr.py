@@ -5,7 +5,8 @@ a restart from zero (cosine/linear warm restarts, a new schedule after a resume)
 
 * ``zero``: the lr falls to ~0 in one step out of the middle of its schedule, or the schedule has
   ended (lr ~0) while training goes on for ``lr_frozen_points`` points;
-* ``frozen``: the lr stops changing after decaying smoothly, well above its floor;
+* ``frozen``: the lr stops changing after decaying smoothly, well above its floor, or below it (under
+  ``lr_frozen_min_frac`` of the peak) while still falling at its usual pace (a floor is eased into);
 * ``jump``: a one-point change far larger than the schedule's usual change, or, in a step/constant
   schedule, the lr jumping back *up* after the warmup (a resume that lost the schedule's state);
 * ``warmup_rise``: after the warmup the loss climbs clearly, and lastingly, above its late-warmup level.
@@ -26,6 +27,7 @@ _LOSS_MEDIAN = 9  # points in the short median that judges the loss after warmup
 _WARMUP_TAIL = 1000  # at most this many points before (and twice after) the warmup's end are compared
 _END_SLACK = 2.5  # a last decrement up to this many times the recent ones still follows the schedule
 _RESTART_FROM = 0.05  # an lr rising again from below this share of its peak is a restart, not a jump
+_FLOOR_APPROACH = 1 / 3  # a floor is reached with a last step under this share of the schedule's usual step
 
 
 def detect_lr_anomaly(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
@@ -131,8 +133,11 @@ def _frozen(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, n
         if start < smooth:
             continue
         before = decreasing[start - smooth : start]
-        if before.mean() < _SMOOTH_SHARE or lr[start] < settings.lr_frozen_min_frac * peak[start]:
-            continue
+        if before.mean() < _SMOOTH_SHARE or lr[start] <= settings.lr_zero_frac * peak[start]:
+            continue  # (an lr at ~0 is reported by _zero)
+        low = lr[start] < settings.lr_frozen_min_frac * peak[start]
+        if low and _eased_in(lr, start, smooth):
+            continue  # a low freeze reached with ever smaller steps: the schedule's floor (cosine to min_lr)
         end = start + int(np.argmin(np.append(~changed[start:], False)))  # last unchanged transition
         what = (
             f"learning rate stopped changing at {fmt_num(lr[start])} from step {fmt_step(s.steps[start + 1])} "
@@ -142,15 +147,38 @@ def _frozen(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, n
             "The scheduler may have stopped: a resumed run that lost its schedule state, or a schedule shorter "
             "than the run"
         )
+        floor_note = (
+            f"below lr_frozen_min_frac = {fmt_pct(settings.lr_frozen_min_frac)}, but its last step was still "
+            f"{fmt_pct(_last_step_share(lr, start, smooth))} of its usual step (a floor is approached with steps under "
+            f"{fmt_pct(_FLOOR_APPROACH)} of it)"
+            if low
+            else f"a floor below lr_frozen_min_frac = {fmt_pct(settings.lr_frozen_min_frac)} would be intended"
+        )
         why = (
             f"it decreased at {fmt_pct(before.mean())} of the {smooth} points before (threshold "
             f"{fmt_pct(_SMOOTH_SHARE)}), then did not change for {need} points (lr_frozen_points) at "
-            f"{fmt_pct(lr[start] / peak[start])} of its peak (a floor below lr_frozen_min_frac = "
-            f"{fmt_pct(settings.lr_frozen_min_frac)} would be intended)"
+            f"{fmt_pct(lr[start] / peak[start])} of its peak ({floor_note})"
         )
         details = {"variant": "frozen", "value": float(lr[start])}
         findings.append(_finding(s, start + 1, end, what, advice, why, details))
     return findings
+
+
+def _last_step_share(lr: np.ndarray, start: int, smooth: int) -> float:
+    """The last decrement before point ``start`` as a share of the median decrement over ``smooth`` points before."""
+    steps = -np.diff(lr[start - smooth : start + 1])
+    typical = float(np.median(steps))
+    return float(steps[-1] / typical) if typical > 0 else 0.0
+
+
+def _eased_in(lr: np.ndarray, start: int, smooth: int) -> bool:
+    """Whether the lr reached the value it froze at with ever smaller steps, as a schedule reaches its floor.
+
+    A cosine to ``min_lr`` (or any schedule with a floor) flattens before it: its last steps are a small
+    share of its usual step. A decay that stops cold at its usual pace did not reach a floor: its
+    scheduler stopped (lost state on resume, a schedule shorter than the run).
+    """
+    return _last_step_share(lr, start, smooth) < _FLOOR_APPROACH
 
 
 def _jumps(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, np.ndarray]) -> list[Finding]:

@@ -47,6 +47,19 @@ def test_frozen_after_smooth_decay():
     assert f.step == 401
 
 
+def test_a_low_freeze_is_a_floor_only_when_the_schedule_eased_into_it():
+    # cosine to min_lr = 10% of the peak by step 700, then held there: an intended floor
+    held = cosine(700, floor=1e-4)
+    lr = np.concatenate([held, np.full(300, held[-1])])
+    assert detect_lr_anomaly(frame(1000, lr=lr, loss=decaying_loss(1000)), S) == []
+    # a linear decay to 0 that stops cold at 10% of its peak: its scheduler stopped, not a floor
+    lr = np.concatenate([np.linspace(1e-5, 1e-3, 50), np.linspace(1e-3, 0, 950)])
+    lr[905:] = lr[904]
+    (f,) = detect_lr_anomaly(frame(1000, lr=lr, loss=decaying_loss(1000)), S)
+    assert kinds([f]) == ["frozen"] and f.step == 906
+    assert "its last step was still 100% of its usual step" in f.why
+
+
 def test_jump_inside_a_smooth_schedule():
     lr = cosine(1000)
     lr[600:] *= 5
