@@ -45,13 +45,15 @@ class DiagnosisSettings:
     grad_z: float = 6.0
     grad_followup: int = 10
     # loss_spike: loss ``spike_z`` sigmas, ``spike_rel`` (relative) and ``spike_min_frac`` of its highest level
-    # above its trend; a warning only when corroborated: the median of ``spike_persist`` points (and ~2x, 3x as
-    # many) stays up, the grad norm jumps with it, ``spike_repeats`` jumps within ``spike_repeat_points``
-    # points, or it is ``spike_extreme_z`` sigmas; an error when not back within ``spike_recovery`` points.
+    # above its trend; a warning only when corroborated: the median of ``spike_persist`` points (and ~2x, 3x, 5x as
+    # many; from 3x on against ``spike_shift_z`` sigmas of that median) stays up, the grad norm jumps with it,
+    # ``spike_repeats`` jumps within ``spike_repeat_points`` points, or it is ``spike_extreme_z`` sigmas; an
+    # error when not back within ``spike_recovery`` points.
     spike_z: float = 8.0
     spike_rel: float = 0.3
     spike_min_frac: float = 0.01
     spike_persist: int = 3
+    spike_shift_z: float = 7.0
     spike_extreme_z: float = 30.0
     spike_repeats: int = 3
     spike_repeat_points: int = 20

@@ -18,6 +18,7 @@ LABELS: dict[str, str] = {
     "spike_rel": "Loss spike: at least this much above the trend (0.3 = +30%)",
     "spike_min_frac": "Loss spike: smallest size, as a share of the loss's highest level",
     "spike_persist": "Loss spike: points it must stay up to count as real",
+    "spike_shift_z": "Loss spike: noise sigmas for the median of many points (a lasting shift)",
     "spike_extreme_z": "Loss spike: noise sigmas that make even a one-point jump a warning",
     "spike_repeats": "Loss spike: jumps that make a burst",
     "spike_repeat_points": "Loss spike: points a burst of jumps must fit in",
@@ -94,8 +95,13 @@ HELP: dict[str, str] = {
         "0.0005) is not a spike."
     ),
     "spike_persist": (
-        "A jump is a warning when the median of this many points (and of about twice and three times as many) "
+        "A jump is a warning when the median of this many points (or of about 2, 3 or 5 times as many) "
         "stays up. A single batch that is back at the next point is per-batch noise: only a note."
+    ),
+    "spike_shift_z": (
+        "The median of about 3 and 5 times 'points it must stay up' must be this many noise sigmas of that median "
+        "above the trend (its noise shrinks with the number of points, so a lasting x3 shift inside per-batch noise "
+        "that spans a decade is caught)."
     ),
     "spike_extreme_z": "A one-point jump this many noise sigmas above the trend is a warning even if it comes back.",
     "spike_repeats": "This many jumps close together (see the next setting) make a warning even if each comes back.",

@@ -54,6 +54,7 @@ class _Jumps:
     z: np.ndarray  # the point's excess in noise sigmas
     need: np.ndarray  # the excess (comparison scale) a single point needs
     need_p: np.ndarray  # the excess the median of spike_persist points needs
+    width: np.ndarray  # per point: the window (points) whose median persisted from there, 0 where none
 
 
 def _jumps(frame: pd.DataFrame, s: Series, settings: DiagnosisSettings, *, rel: float, min_frac: float) -> _Jumps:
@@ -69,10 +70,12 @@ def _jumps(frame: pd.DataFrame, s: Series, settings: DiagnosisSettings, *, rel: 
         single = (noise.x - lev >= need) & (_raw_excess(noise, noise.x) >= floor)
         persist = np.zeros(n, dtype=bool)
         need_p = np.full(n, np.inf)
-        for p in _persist_widths(settings.spike_persist):  # longer windows: smaller jumps, more points
-            need_w = np.broadcast_to(np.maximum(rel_need, settings.spike_z * noise.median_sigma(p)), (n,))
+        width = np.zeros(n, dtype=np.int64)
+        block = block_size(settings.baseline_window)
+        for p in _persist_widths(settings.spike_persist, block):  # longer windows: smaller jumps, more points
+            need_w = np.broadcast_to(np.maximum(rel_need, _persist_z(p, settings) * noise.median_sigma(p)), (n,))
             # the median of x[i:i+p] can only clear lev + need if half the points do: a cheap count first
-            at = np.flatnonzero(_half_above(noise.x, lev + need_w, p, block_size(settings.baseline_window)))
+            at = np.flatnonzero(_half_above(noise.x, lev + need_w, p, block))
             at = at[(at >= p) & (at + p <= n)]
             if at.size == 0:
                 continue
@@ -82,10 +85,12 @@ def _jumps(frame: pd.DataFrame, s: Series, settings: DiagnosisSettings, *, rel: 
             ok = (post - base >= need_w[at]) & (post - lev[at] >= need_w[at])
             ok &= _raw_excess(noise, post, at) >= floor[at]
             persist[at[ok]] = True
+            width[at[ok]] = np.where(width[at[ok]] > 0, width[at[ok]], p)  # the shortest window that persisted
             need_p[at[ok]] = np.fmin(need_p[at[ok]], need_w[at[ok]])
         fallback = np.maximum(rel_need, settings.spike_z * noise.median_sigma(settings.spike_persist))
         need_p = np.where(np.isfinite(need_p), need_p, fallback)
-    return _Jumps(s, noise, single & np.isfinite(lev), persist & np.isfinite(lev), z, need, need_p)
+    ok = np.isfinite(lev)
+    return _Jumps(s, noise, single & ok, persist & ok, z, need, need_p, np.where(ok, width, 0))
 
 
 def _half_above(x: np.ndarray, threshold: np.ndarray, width: int, block: int) -> np.ndarray:
@@ -118,9 +123,23 @@ def _half_above(x: np.ndarray, threshold: np.ndarray, width: int, block: int) ->
     return out
 
 
-def _persist_widths(p: int) -> tuple[int, ...]:
-    """Window lengths for "it persisted": ``spike_persist`` points, and about 2x and 3x as many (odd)."""
-    return tuple(sorted({p, (2 * p - 1) | 1, (3 * p) | 1}))
+def _persist_widths(p: int, block: int) -> tuple[int, ...]:
+    """Window lengths for "it persisted": ``spike_persist`` points, and about 2x, 3x and 5x as many (odd).
+
+    At most a trend block long (the cheap count in :func:`_half_above` is exact up to that).
+    """
+    widths = {p, (2 * p - 1) | 1, (3 * p) | 1, (5 * p) | 1}
+    return tuple(sorted(w for w in widths if w <= max(block, p)))
+
+
+def _persist_z(width: int, settings: DiagnosisSettings) -> float:
+    """Noise sigmas the median of ``width`` points must clear.
+
+    ``spike_z`` for a few points; ``spike_shift_z`` from about 3x ``spike_persist`` points on: the median
+    of that many points is close to normal even on a skewed per-batch loss, so its nominal noise can
+    be trusted with a lower bar (a lasting x3 shift inside per-batch noise spanning a decade).
+    """
+    return settings.spike_shift_z if width >= 3 * settings.spike_persist else settings.spike_z
 
 
 def _first_high(excess: np.ndarray, need: np.ndarray) -> int:
@@ -128,6 +147,19 @@ def _first_high(excess: np.ndarray, need: np.ndarray) -> int:
     with np.errstate(invalid="ignore"):
         high = np.flatnonzero(excess >= need)
     return int(high[0]) if high.size else 0
+
+
+def _start(j: _Jumps, first: int, last: int) -> int:
+    """Where the jump began, for the message: the first point whose median with the next two clears the bar.
+
+    A long window (15 points) can persist from a few points before the shift, when most of it lies after.
+    """
+    x = j.noise.x[first : last + 3]
+    if x.size < 3:
+        return first
+    ahead = np.median(np.lib.stride_tricks.sliding_window_view(x, 3), axis=1)[: last - first + 1]
+    size = ahead.size
+    return first + _first_high(ahead - j.noise.level[first : first + size], j.need_p[first : first + size])
 
 
 def _raw_excess(noise: Noise, x: np.ndarray, at: np.ndarray | None = None) -> np.ndarray:
@@ -158,7 +190,7 @@ def detect_loss_spike(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
         )
         reasons = _corroboration(j, first, last, settings, grad)
         if reasons:
-            findings.append(_spike_finding(j, first, last, reasons, settings))
+            findings.append(_spike_finding(j, _start(j, first, last), last, reasons, settings))
         else:
             notes.append((first, last))
         if len(findings) >= _MAX_EPISODES:
@@ -175,10 +207,11 @@ def _corroboration(j: _Jumps, first: int, last: int, settings: DiagnosisSettings
     peak = first + int(np.nanargmax(np.where(j.single[span], j.z[span], -np.inf))) if j.single[span].any() else first
     if j.persist[span].any():
         at = first + int(np.argmax(j.persist[span]))
+        w = int(j.width[at]) or settings.spike_persist
         reasons.append(
-            f"it persisted: the median of {settings.spike_persist} points from step {fmt_step(j.s.steps[at])} "
-            f"stayed {_size(j, at, settings.spike_persist)} above the trend "
-            f"(threshold {settings.spike_z:g} sigmas of that median and +{settings.spike_rel:.0%})"
+            f"it persisted: the median of {w} points from step {fmt_step(j.s.steps[at])} "
+            f"stayed {_size(j, at, w)} "
+            f"(threshold {_persist_z(w, settings):g} sigmas of that median and +{settings.spike_rel:.0%})"
         )
     if j.single[span].any() and j.z[peak] >= settings.spike_extreme_z:
         reasons.append(
@@ -202,16 +235,17 @@ def _corroboration(j: _Jumps, first: int, last: int, settings: DiagnosisSettings
 def _size(j: _Jumps, at: int, points: int) -> str:
     m = float(np.median(j.noise.x[at : at + points]))
     if j.noise.log:
-        return fmt_ratio(float(np.exp(m - j.noise.level[at]))) + " its level"
-    return f"{fmt_num(float(m - j.noise.level[at]))}"
+        return f"at {fmt_ratio(float(np.exp(m - j.noise.level[at])))} the trend"
+    return f"{fmt_num(float(m - j.noise.level[at]))} above the trend"
 
 
 def _spike_finding(j: _Jumps, first: int, last: int, reasons: list[str], settings: DiagnosisSettings) -> Finding:
     s, noise = j.s, j.noise
     level = float(noise.level_raw[first])
     top = first + int(np.argmax(s.values[first : last + 1]))
+    # back when the median of _RECOVERY_MEDIAN points is within 3 of its own noise sigmas of the trend
     band = noise.level[first] + np.maximum(
-        3.0 * noise.sigma[first], 0.5 * _scalar(noise.rel_excess(settings.spike_rel))
+        3.0 * noise.median_sigma(_RECOVERY_MEDIAN)[first], 0.5 * _scalar(noise.rel_excess(settings.spike_rel))
     )
     recovered = _recovered_at(noise.x, last, band, settings.spike_recovery)
     end = (recovered - 1) if recovered is not None else len(s) - 1

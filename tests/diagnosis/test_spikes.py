@@ -151,3 +151,15 @@ def test_every_warning_says_why_with_the_numbers_and_thresholds():
     assert f.message.endswith(f"Why: {f.why.rstrip('.')}.")
     assert "noise sigmas" in f.why and "threshold 8" in f.why
     assert f.details["thresholds"]["spike_z"] == S.spike_z and f.to_dict()["why"] == f.why
+
+
+def test_a_lasting_shift_inside_per_batch_noise_spanning_a_decade_is_a_warning():
+    # per-batch losses spread over a decade (log sigma 0.7): a x8 level for 25 points is 3 sigmas per point
+    rng = np.random.default_rng(11)
+    loss = 0.1 * rng.lognormal(0.0, 0.7, 600)
+    assert [f.severity for f in detect_loss_spike(frame(600, loss=loss), S) if f.level >= 1] == []
+    loss[400:425] *= 8
+    (f,) = [f for f in detect_loss_spike(frame(600, loss=loss), S) if f.level >= 1]
+    assert f.severity == "warning" and 401 <= f.step <= 405 and 420 <= f.end_step <= 430
+    assert "the median of 15 points" in f.why or "the median of 9 points" in f.why
+    assert "threshold 7 sigmas of that median" in f.why
