@@ -62,7 +62,7 @@ def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list
         b = int(best_index[first - w])
         trend = _train_trend(train, e.steps, b, last, w)
         if trend is not None and (
-            trend[2] > settings.overfit_rel or not _gap_grew(trend, y, smooth, b, last, w, float(margin[first]), log)
+            _train_rose(trend, settings) or not _gap_grew(trend, y, smooth, b, last, w, float(margin[first]), log)
         ):
             continue  # the train loss rose too (by overfit_rel, or as much): divergence, reported elsewhere
         level = np.exp(smooth) if log else smooth
@@ -79,7 +79,7 @@ def _finding(e: Series, x, smooth, b, first, last, w, margin: float, sigma: floa
     if trend is None:
         train_note, gap_note = "train loss not logged", ""
     else:
-        t_best, t_now, change = trend
+        t_best, t_now, change, _ = trend
         verb = "kept falling" if change < -0.02 else ("rose less" if change > 0.02 else "stayed about level")
         train_note = f"while the train loss {verb} ({fmt_num(t_best)} -> {fmt_num(t_now)})"
         gap_note = f": the gap between them grew from {fmt_num(best - t_best)} to {fmt_num(latest - t_now)}"
@@ -117,12 +117,25 @@ def _finding(e: Series, x, smooth, b, first, last, w, margin: float, sigma: floa
 
 def _gap_grew(trend, y, smooth, b: int, last: int, w: int, margin: float, log: bool) -> bool:
     """Whether eval minus train (the generalisation gap) grew by ``margin`` since the best eval."""
-    t_best, t_now, _ = trend
+    t_best, t_now, _, _ = trend
     if log and (t_best <= 0 or t_now <= 0):
         return True
     train_move = np.log(t_now / t_best) if log else t_now - t_best
     eval_move = float(np.median(y[last - w + 1 : last + 1]) - smooth[b])
     return eval_move - train_move >= margin
+
+
+_TRAIN_RISE_Z = 3.0  # a train-loss rise counts when it is this many noise sigmas of the difference of medians
+
+
+def _train_rose(trend: tuple[float, float, float, float], settings: DiagnosisSettings) -> bool:
+    """Whether the train loss rose by ``overfit_rel`` and beyond its own noise (a per-batch median wanders by 10%)."""
+    t_then, t_now, change, noise = trend
+    if change <= settings.overfit_rel:
+        return False
+    if t_then <= 0 or t_now <= 0 or not np.isfinite(noise):
+        return True
+    return float(np.log(t_now / t_then)) >= _TRAIN_RISE_Z * noise
 
 
 def _noise(y: np.ndarray) -> np.ndarray:
@@ -145,12 +158,14 @@ def _noise(y: np.ndarray) -> np.ndarray:
 
 def _train_trend(
     train: Series | None, steps: np.ndarray, b: int, last: int, w: int
-) -> tuple[float, float, float] | None:
+) -> tuple[float, float, float, float] | None:
     """The train loss smoothed over the same stretches as the eval levels compared, and its relative change.
 
     "Then": the train points logged since the evaluation before the best one (at least the last 5
     up to it); "now": those logged over the last ``w`` evaluations, the stretch the recent eval level
-    is the median of. None when the train loss is not logged there.
+    is the median of. The fourth value is the noise of the log of their ratio (from the spread of each
+    stretch; NaN when a stretch has fewer than 3 positive points). None when the train loss is not
+    logged there.
     """
     if train is None:
         return None
@@ -160,5 +175,17 @@ def _train_trend(
     n0, n1 = np.searchsorted(train.steps, [steps[last - w], steps[last]], side="right")
     if i1 <= i0 or n1 <= n0:
         return None
-    t_then, t_now = float(np.median(train.values[i0:i1])), float(np.median(train.values[n0:n1]))
-    return t_then, t_now, (t_now / t_then - 1) if t_then > 0 else 0.0
+    then, now = train.values[i0:i1], train.values[n0:n1]
+    t_then, t_now = float(np.median(then)), float(np.median(now))
+    return t_then, t_now, (t_now / t_then - 1) if t_then > 0 else 0.0, _median_ratio_noise(then, now)
+
+
+def _median_ratio_noise(a: np.ndarray, b: np.ndarray) -> float:
+    """Noise of log(median(b) / median(a)): 1.2533 x the robust spread of each, over the square root of its size."""
+    if a.size < 3 or b.size < 3 or np.any(a <= 0) or np.any(b <= 0):
+        return float("nan")
+    var = 0.0
+    for part in (np.log(a), np.log(b)):
+        sigma = 1.4826 * float(np.median(np.abs(part - np.median(part))))
+        var += (1.2533 * sigma) ** 2 / part.size
+    return float(np.sqrt(var))

@@ -86,3 +86,18 @@ def test_the_message_states_the_generalisation_gap_and_why():
     (f,) = detect_overfitting(few_evals([1.00, 1.08, 1.16, 1.24, 1.31]), S)
     assert "gap between them grew" in f.message and "Why:" in f.message
     assert "eval-noise sigmas" in f.why and "+10%" in f.why
+
+
+def test_a_per_batch_train_loss_wandering_10_percent_does_not_hide_a_rising_eval():
+    # per-batch train noise (log sigma 0.4): the median of the 20 points around an evaluation wanders by 10% and
+    # more, which is not the train loss rising with the eval loss (divergence); the eval rises 10% per evaluation
+    for seed in (3, 8, 10):
+        rng = np.random.default_rng(seed)
+        n, every = 400, 20
+        f = frame(n, loss=0.45 * rng.lognormal(0, 0.4, n), eval_loss=np.nan)
+        rows = np.arange(every - 1, n, every)
+        ev = 0.42 * rng.lognormal(0, 0.02, rows.size)
+        ev[8:] *= 1 + 0.1 * np.arange(1, rows.size - 7)
+        f.loc[rows, "eval_loss"] = ev
+        seen = [len(detect_overfitting(f.iloc[: r + 1], S)) for r in rows[10:]]
+        assert seen == [1] * len(seen), (seed, seen)  # from the 3rd rising evaluation on, and never lost again
