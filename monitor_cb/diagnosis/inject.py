@@ -5,7 +5,8 @@ onset as it was logged, so any warning before the onset is a false alarm on a re
 fault after it sits on real noise, real schedules and real logging intervals:
 
 * ``nan``: loss (and grad norm) NaN from the onset on;
-* ``spike``: the loss jumps x3..x10 and decays back over 5..40 points (positive losses only);
+* ``spike``: the loss jumps x3..x10, stays there for the ``GOAL_POINTS`` points it must be found in,
+  then decays back over 5..40 points (positive losses only);
 * ``eval_rise``: eval loss rising 5..15% of its level per evaluation from the onset (9+ evals);
 * ``throughput_drop``: every interval between records longer, throughput down to 30..70% (runs with ``t``);
 * ``lr_break``: the lr dropping to 0, freezing mid-schedule, or jumping x3..x10 (runs with ``lr``);
@@ -122,7 +123,9 @@ def _spike(run: RealRun, rows: np.ndarray, rng: np.random.Generator) -> Injected
     if i is None or not (loss > 0).all():
         return None
     factor, tau = float(rng.uniform(3, 10)), float(rng.uniform(5, 40))
-    k = np.arange(rows.size - i)
+    # the fault is a spike "that persists": it holds for the window it must be found in (a x3 spike
+    # decaying over 5 points was back to x1.3 after 10 of them), then comes back
+    k = np.maximum(np.arange(rows.size - i) - GOAL_POINTS, 0)
     frame = run.frame.copy()
     frame.loc[rows[i:], "loss"] = loss[i:] * (1 + (factor - 1) * np.exp(-k / tau))
     return _made(run, "spike", f"x{factor:.0f}/tau{tau:.0f}", frame, int(rows[i]), rows)
@@ -268,10 +271,20 @@ def score_injected(inj: Injected, settings=None) -> InjectedResult:
                 return f
         return None
 
-    last = marks.size - 1
-    if hit(last) is None:
+    # The watcher alerts when a finding first appears, even if a later prefix no longer holds it (as the live
+    # view of the healthy runs counts false alarms), so the goal window is scanned prefix by prefix when the
+    # prefix at its end holds no hit; a binary search (assuming a finding stays once found) finds the delay.
+    goal = min(GOAL_EVALS if inj.fault == "eval_rise" else GOAL_POINTS, marks.size - 1)
+    if hit(goal) is None:
+        for k in range(goal):
+            found = hit(k)
+            if found is not None:
+                return InjectedResult(inj, k, early, found)
+        lo, hi = goal, marks.size - 1  # a miss at lo; a hit at hi, if any
+    else:
+        lo, hi = -1, goal  # a miss at lo (nothing before the onset), a hit at hi
+    if hit(hi) is None:
         return InjectedResult(inj, None, early, None)
-    lo, hi = -1, last  # a miss at lo (nothing before the onset), a hit at hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if hit(mid) is not None else (mid, hi)
