@@ -143,7 +143,9 @@ def _eval_rise(run: RealRun, rows: np.ndarray, rng: np.random.Generator) -> Inje
     j0 = int(rng.integers(lo, m - GOAL_EVALS + 1))
     rate = float(rng.uniform(0.05, 0.15))
     trend = pd.Series(values).rolling(3, center=True, min_periods=1).median().to_numpy()
-    level = float(np.median(values[max(0, j0 - 3) : j0]))
+    # the rise starts where the eval loss is: its smoothed level just before the onset (the median of the 3
+    # evaluations before it sat well above a still-falling curve, a jump the detector was then asked to read)
+    level = float(trend[j0 - 1])
     k = np.arange(1, m - j0 + 1)
     new = level * (1 + rate * k) * values[j0:] / trend[j0:]  # the run's own eval noise on a rising line
     frame = run.frame.copy()
