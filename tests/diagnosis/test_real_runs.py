@@ -1,11 +1,13 @@
 """The detectors on real training runs written by other people (``../shared/real_runs``, see its README).
 
 Skipped when the corpus is not there. The goals are the issue's (issue 12): healthy runs hardly ever
-warn (as the finished run is diagnosed, and as the watcher would have seen them live), ``diagnose``
-never exits 1 on one, and the labelled events are found with the right kind near their step. The
-one labelled event these rules miss is named: its noise (per-batch losses from 0.05 to 5) leaves a
-rise from ~1.3 to ~3 within about 3 noise sigmas of the difference, below what the divergence rule
-asks of every run (bench/bench_diagnosis.py prints the details).
+warn (at most 1 warning or error per 20 runs, as the finished run is diagnosed and as the watcher
+would have seen them live), ``diagnose`` never exits 1 on one, the labelled events are found with the
+right kind near their step, and 95% of the faults injected into the healthy curves are found within
+20 logged points (6 evaluations) with no warning of their own before the onset. The one labelled
+event these rules miss is named: its noise (per-batch losses from 0.05 to 5) leaves the rise from
+~1.3 to ~3 at 1.3 noise sigmas of the difference of two 15-point levels (held 3 blocks), where 6
+healthy runs reach 2.5 to 4 (bench/bench_diagnosis.py prints the details).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
 from monitor_cb.diagnosis.corpus import corpus_dir, iter_runs, live_alarms, score_event
-from monitor_cb.diagnosis.inject import inject, score_injected
+from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
 
 ROOT = corpus_dir()
 pytestmark = pytest.mark.skipif(ROOT is None, reason="the real-runs corpus (../shared/real_runs) is not here")
@@ -37,9 +39,8 @@ def test_healthy_runs_hardly_ever_warn(runs):
     healthy = [r for r in runs if r.healthy]
     finished = [f for r in healthy for f in diagnose(r.frame, S, status="finished", logged=r.logged) if f.level >= 1]
     live = [(r.name, f.kind) for r in healthy for f in live_alarms(r, S)]
-    # goal: at most 1 warning or error per 20 healthy runs; seen live it is 4 in 61 (1 in 15), see the report
-    assert len(finished) <= len(healthy) / 20, finished
-    assert len(live) <= 4, live
+    assert len(finished) <= len(healthy) / 20, finished  # goal: at most 1 warning or error per 20 healthy runs
+    assert len(live) <= len(healthy) / 20, live
     assert not [f for f in finished if f.severity == "error"]  # diagnose never exits 1 on a healthy run
 
 
@@ -63,16 +64,23 @@ def test_benign_oddities_from_the_notes_are_not_alerts(runs):
         assert not [f for f in found if f.level >= 1], name
 
 
-@pytest.mark.parametrize("fault", ["nan", "spike", "throughput_drop", "lr_break"])
-def test_faults_injected_into_real_curves_are_found_within_20_points(runs, fault):
-    cases = [inject(r, fault, seed=i) for i, r in enumerate(r for r in runs if r.healthy and r.split == "B")]
-    results = [score_injected(c, S) for c in cases if c is not None][:12]
-    assert len(results) >= 4
-    found = sum(x.within_goal for x in results)
-    assert found >= 0.75 * len(results), [(x.injected.base, x.injected.variant, x.delay) for x in results]
-    # any warning before the onset is one the healthy run already has (counted in the test above), not the fault's
+def test_faults_injected_into_real_curves_are_found_within_20_points(runs):
+    healthy = [r for r in runs if r.healthy]
+    cases = [inject(r, fault, seed=i) for fault in FAULTS for i, r in enumerate(healthy)]
+    results = [score_injected(c, S) for c in cases if c is not None]
+    assert len(results) >= 150
+    found = [x for x in results if x.within_goal]
+    missed = [(x.injected.fault, x.injected.base, x.injected.variant, x.delay) for x in results if not x.within_goal]
+    assert len(found) >= 0.95 * len(results), missed  # goal: 95% within 20 points (6 evaluations)
+    for fault in FAULTS:  # and no kind of fault left behind
+        mine = [x for x in results if x.injected.fault == fault]
+        assert sum(x.within_goal for x in mine) >= 0.85 * len(mine), (fault, missed)
+    # any warning before the onset is one the healthy run already has (counted in the test above), not the fault's;
+    # an 8-rank frame built from a run's timing (slow_rank) is not the run's own: only its fault's kind is checked
     by_name = {r.name: r for r in runs}
-    for x in results:
-        if x.early:
-            own = {f"{f.kind}:{f.severity}" for f in live_alarms(by_name[x.injected.base], S)}
-            assert set(x.early) <= own, (x.injected.base, x.early)
+    own_frame = [x for x in results if x.injected.rank is None]
+    for base in {x.injected.base for x in own_frame if x.early}:
+        own = {f"{f.kind}:{f.severity}" for f in live_alarms(by_name[base], S)}
+        assert {e for x in own_frame if x.injected.base == base for e in x.early} <= own, base
+    built = [x for x in results if x.injected.rank is not None]
+    assert not [x for x in built if any(e.startswith(x.injected.kind + ":") for e in x.early)]
