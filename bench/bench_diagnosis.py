@@ -13,6 +13,9 @@ hash of the run name) and for all of it:
     spikes x3..x10, eval-loss rise, throughput drop to 30..70%, lr break, a slow rank in an 8-rank run
     built from real curves: found within 20 logged points (6 evaluations) of the onset, and warnings
     before the onset;
+* **leave-half-out tuning** (``--only tune``): the knobs tuned on the real corpus (``TUNED``), each chosen on
+  half A alone (the most sensitive value with no live alarm of its kind on A's healthy runs) and judged on
+  half B against the default;
 (c) **synthetic runs** (``monitor_cb.diagnosis.synthetic``): per failure kind, the delay in logged points,
     and false alarms on healthy synthetic runs and on ``monitor_cb.samples`` runs;
 * the time ``diagnose`` takes on a 1M-row frame, with the time of one pandas rolling median over the
@@ -21,7 +24,7 @@ hash of the run name) and for all of it:
 * with ``--demo STEPS``: real MindSpore demo runs (healthy seeds and each ``--inject`` fault), diagnosed.
 
 Run: ``.venv/bin/python bench/bench_diagnosis.py [--seeds 3] [--runs 12] [--healthy 30] [--rows 1000000]``
-(``--only real|injected|synthetic|speed`` runs one part).
+(``--only real|injected|tune|synthetic|speed`` runs one part).
 """
 
 from __future__ import annotations
@@ -160,6 +163,48 @@ def bench_injected(root: Path, settings: DiagnosisSettings, seeds: int, verbose:
 
 def _pct(k: int, n: int) -> str:
     return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "-"
+
+
+# --------------------------------------------------------------------------- leave-half-out tuning
+# knob -> (candidates from most to least sensitive, the finding kind it may raise falsely, the fault it must find)
+TUNED = {
+    "spike_shift_z": ((5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0), "loss_spike", "spike"),
+    "diverge_persist": ((1, 2, 3, 4), "divergence", None),
+    "diverge_z": ((3.0, 4.0, 5.0, 6.0), "divergence", None),
+}
+
+
+def bench_tune(root: Path, settings: DiagnosisSettings, seeds: int) -> list[str]:
+    """Each knob chosen on half A alone (the most sensitive value with no live alarm of its kind on A's healthy
+    runs), then judged on half B: live alarms of that kind, and the fault it must find, against the default."""
+    runs = list(iter_runs(root))
+    healthy = {h: [r for r in runs if r.healthy and r.split == h] for h in "AB"}
+    events_b = [(r, e) for r in runs if r.split == "B" for e in r.events]
+    lines = ["leave-half-out: each knob tuned on half A alone, judged on half B (the other knobs at their defaults)"]
+    for knob, (candidates, kind, fault) in TUNED.items():
+        chosen = candidates[-1]
+        for value in candidates:
+            trial = replace(settings, **{knob: value})
+            if not any(f.kind == kind for r in healthy["A"] for f in live_alarms(r, trial)):
+                chosen = value
+                break
+        cells = []
+        for label, value in (("tuned on A", chosen), ("default", getattr(settings, knob))):
+            trial = replace(settings, **{knob: value})
+            alarms = sum(f.kind == kind for r in healthy["B"] for f in live_alarms(r, trial))
+            found = sum(score_event(r, e, trial).found for r, e in events_b)
+            cell = f"{label} {value:g}: B live {kind} alarms {alarms}, B events {found}/{len(events_b)}"
+            if fault is not None:
+                results = [
+                    score_injected(inj, trial)
+                    for ri, r in enumerate(healthy["B"])
+                    for seed in range(seeds)
+                    if (inj := inject(r, fault, 7919 * ri + seed)) is not None
+                ]
+                cell += f", B {fault} {_pct(sum(x.within_goal for x in results), len(results))}"
+            cells.append(cell)
+        lines.append(f"  {knob:<16} " + " | ".join(cells))
+    return lines
 
 
 # --------------------------------------------------------------------------- (c) synthetic runs
@@ -362,7 +407,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12, help="labelled synthetic runs per failure kind")
     parser.add_argument("--healthy", type=int, default=30, help="healthy synthetic runs")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the timing frame")
-    parser.add_argument("--only", choices=("real", "injected", "synthetic", "speed"), help="run one part")
+    parser.add_argument("--only", choices=("real", "injected", "tune", "synthetic", "speed"), help="run one part")
     parser.add_argument("--verbose", action="store_true", help="print every false alarm")
     parser.add_argument("--demo", type=int, default=0, metavar="STEPS", help="also run real MindSpore demos")
     parser.add_argument("--demo-healthy", type=int, default=3, help="healthy demo runs (different seeds)")
@@ -374,15 +419,17 @@ def main() -> None:
             print(line)
         return
     started = time.perf_counter()
-    parts = [args.only] if args.only else ["real", "injected", "synthetic", "speed"]
+    parts = [args.only] if args.only else ["real", "injected", "tune", "synthetic", "speed"]
     root = corpus_dir()
-    if root is None and {"real", "injected"} & set(parts):
-        print("(a), (b): the real corpus is not there (../shared/real_runs or $MONITOR_REAL_RUNS): skipped\n")
+    if root is None and {"real", "injected", "tune"} & set(parts):
+        print("(a), (b), tune: the real corpus is not there (../shared/real_runs or $MONITOR_REAL_RUNS): skipped\n")
     for part in parts:
         if part == "real" and root is not None:
             lines = bench_real(root, settings, args.verbose)
         elif part == "injected" and root is not None:
             lines = bench_injected(root, settings, args.seeds, args.verbose)
+        elif part == "tune" and root is not None:
+            lines = bench_tune(root, settings, min(args.seeds, 2))
         elif part == "synthetic":
             lines = ["(c) synthetic runs (monitor_cb.diagnosis.synthetic)", *bench_kinds(args.runs, settings), ""]
             lines += [*bench_healthy(args.healthy, settings), *bench_samples(settings)]
