@@ -3,9 +3,21 @@
 The log root is ``--logdir PATH`` (after ``--``), else ``$MONITOR_LOGDIR``, else ``./logs``. The
 server listens on 127.0.0.1 only (``.streamlit/config.toml``); reach it from another machine with an
 SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localhost:8501.
+
+This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
+pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
+it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
+is refused (:mod:`monitor_cb.hostguard`; Streamlit itself checks only the WebSocket), and the
+page registry is set up before the first browser connects, so a shared link to any page opens
+cleanly on a fresh server.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
@@ -15,6 +27,9 @@ from pages.replay_page import replay_page
 from pages.runs_page import runs_page
 from pages.settings_page import settings_page
 
+# The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
+FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+
 
 def main() -> None:
     """Build the navigation and run the selected page.
@@ -22,7 +37,7 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
-    st.set_page_config(page_title="Training monitor", page_icon=":material/monitoring:", layout="wide")
+    st.set_page_config(page_title="Training monitor", page_icon=str(FAVICON), layout="wide")
     page = st.navigation(
         [
             st.Page(live_page, title="Live", icon=":material/monitoring:", url_path="live", default=True),
@@ -35,4 +50,32 @@ def main() -> None:
     page.run()
 
 
-main()
+def _allowed_hosts() -> list[str]:
+    """``server.allowedHosts`` as configured (``.streamlit/config.toml``, ``--server.allowedHosts``)."""
+    from streamlit import config
+
+    return list(config.get_option("server.allowedHosts") or [])
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(_app: Any) -> AsyncIterator[None]:
+    """Before the first session: this app navigates with ``st.navigation``, not a ``pages/`` folder.
+
+    Streamlit takes a ``pages/`` folder next to the script for its older multipage layout until a
+    script run calls ``st.navigation``; the first run on a fresh server would then look a shared
+    link's page (``/settings``) up among the files in ``pages/`` and show "Page not found".
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    yield
+
+
+if __name__ == "__main__":
+    main()
+else:
+    from starlette.middleware import Middleware
+
+    from monitor_cb.hostguard import HostGuard
+
+    app = st.App(__file__, middleware=[Middleware(HostGuard, patterns=_allowed_hosts)], lifespan=_lifespan)

@@ -4,8 +4,9 @@ Runs ``streamlit run`` on the dashboard script that ships inside the package (``
 the checkout's ``dashboard.py`` and ``pages/``, copied there when the wheel is built), or on the
 checkout's own ``dashboard.py`` when run from a source tree. The checkout's ``.streamlit/config.toml``
 is not there once installed, so its settings are given as flags (:data:`SERVER_OPTIONS`; a test
-keeps the two equal): localhost only, headless, no usage statistics, XSRF protection, no file
-watcher, no error details in the browser.
+keeps the two equal): localhost only, loopback Host names only (``--allowed-hosts`` to add a name
+the dashboard is opened by), headless, no usage statistics, XSRF protection, no file watcher, no
+error details in the browser.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
 from monitor_cb.logroot import log_root
 
-# The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value).
-SERVER_OPTIONS: dict[str, str] = {
+# The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value; a list is
+# given as the flag repeated).
+SERVER_OPTIONS: dict[str, str | list[str]] = {
     "server.address": "127.0.0.1",
     "server.port": "8501",
     "server.enableXsrfProtection": "true",
@@ -28,6 +30,7 @@ SERVER_OPTIONS: dict[str, str] = {
     "server.fileWatcherType": "none",
     "server.runOnSave": "false",
     "server.headless": "true",
+    "server.allowedHosts": ["localhost", "127.0.0.1", "::1"],
     "server.maxUploadSize": "1",
     "browser.gatherUsageStats": "false",
     "browser.serverAddress": "localhost",
@@ -47,7 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SERVER_OPTIONS["server.address"],
         help="address to listen on (default 127.0.0.1: this machine only; reach it through an SSH tunnel)",
     )
-    parser.add_argument("--port", type=int, default=int(SERVER_OPTIONS["server.port"]), help="port (default 8501)")
+    parser.add_argument("--port", type=int, default=int(str(SERVER_OPTIONS["server.port"])), help="port (default 8501)")
+    parser.add_argument(
+        "--allowed-hosts",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated names the browser may open the dashboard by, besides localhost, 127.0.0.1 and ::1 "
+        "(a reverse proxy's name, this machine's name with --host 0.0.0.0; '*' accepts any: then DNS "
+        "rebinding is possible)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("the dashboard needs Streamlit and plotly: pip install 'monitor-cb[dashboard]'")
     apply_endpoint(args)  # the server inherits it ($MONITOR_ENDPOINT_URL)
     root = log_root(args.logdir)  # a URL comes back without credentials: they never reach a command line
-    argv = streamlit_argv(app_script(), root if isinstance(root, str) else root.resolve(), args.host, args.port)
+    argv = streamlit_argv(
+        app_script(), root if isinstance(root, str) else root.resolve(), args.host, args.port, args.allowed_hosts
+    )
     sys.stdout.flush()
     os.execv(sys.executable, argv)  # the server replaces this process: signals reach it directly
     return 0  # pragma: no cover - execv does not return
@@ -70,8 +83,14 @@ def app_script() -> Path:
     raise UsageError(f"the dashboard app is missing from this installation (no {package / 'app' / 'dashboard.py'})")
 
 
-def streamlit_argv(script: Path, root: Path | str, host: str, port: int) -> list[str]:
+def streamlit_argv(script: Path, root: Path | str, host: str, port: int, allowed_hosts: str | None = None) -> list[str]:
     """``python -m streamlit run SCRIPT --<option> <value>... -- --logdir ROOT``."""
     options = {**SERVER_OPTIONS, "server.address": host, "server.port": str(port)}
-    flags = [part for key, value in options.items() for part in (f"--{key}", value)]
+    if allowed_hosts:
+        extra = [name.strip() for name in allowed_hosts.split(",") if name.strip()]
+        options["server.allowedHosts"] = list(dict.fromkeys([*SERVER_OPTIONS["server.allowedHosts"], *extra]))
+    flags = []
+    for key, value in options.items():
+        for one in value if isinstance(value, list) else [value]:
+            flags += [f"--{key}", one]
     return [sys.executable, "-m", "streamlit", "run", str(script), *flags, "--", "--logdir", str(root)]

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +74,28 @@ def streamlit_server(
     log_root: Path, log_file: Path, extra: list[str] | None = None, script: Path = DASHBOARD
 ) -> Iterator[str]:
     """``streamlit run SCRIPT -- --logdir ROOT`` (default the dashboard) on a free port; yields its base URL."""
+    with streamlit_servers([(log_root, log_file, extra)], script=script) as urls:
+        yield urls[0]
+
+
+@contextlib.contextmanager
+def streamlit_servers(
+    specs: list[tuple[Path, Path, list[str] | None]], script: Path = DASHBOARD
+) -> Iterator[list[str]]:
+    """Several fresh servers, ``(log_root, log_file, extra_args)`` each, started side by side; yields their URLs."""
+    with contextlib.ExitStack() as stack:
+        started = [stack.enter_context(_started(root, log, extra, script)) for root, log, extra in specs]
+        for url, proc, log in started:
+            poll(lambda url=url, proc=proc: _healthy(url) or proc.poll() is not None, 60, 0.1, "streamlit to start")
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log}")
+        yield [url for url, _, _ in started]
+
+
+@contextlib.contextmanager
+def _started(
+    log_root: Path, log_file: Path, extra: list[str] | None, script: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     port = free_port()
     cmd = [
         sys.executable,
@@ -94,12 +117,8 @@ def streamlit_server(
     env.pop("MONITOR_TEST_PAGE", None)
     with open(log_file, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     try:
-        poll(lambda: _healthy(url) or proc.poll() is not None, timeout=60, interval=0.1, what="streamlit to start")
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_file}")
-        yield url
+        yield f"http://127.0.0.1:{port}", proc, log_file
     finally:
         proc.terminate()
         try:
@@ -110,9 +129,12 @@ def streamlit_server(
 
 
 def _healthy(url: str) -> bool:
+    """The server answers (a server that refuses this Host with 403 is up too)."""
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
             return response.status == 200
+    except urllib.error.HTTPError as exc:
+        return exc.code == 403
     except OSError:
         return False
 

@@ -18,7 +18,11 @@ def test_flags_are_the_checkouts_streamlit_config() -> None:
     """Installed, there is no .streamlit/config.toml: the command must give the same settings as flags."""
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     flat = {
-        f"{section}.{key}": str(value).lower() if isinstance(value, bool) else str(value)
+        f"{section}.{key}": value
+        if isinstance(value, list)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
         for section, values in config.items()
         for key, value in values.items()
     }
@@ -31,10 +35,19 @@ def test_streamlit_argv(tmp_path: Path) -> None:
     argv = dashboard.streamlit_argv(script, tmp_path, "127.0.0.1", 8600)
     assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(script)]
     assert argv[-3:] == ["--", "--logdir", str(tmp_path)]
-    pairs = dict(zip(argv[5:-3:2], argv[6:-3:2], strict=True))
+    pairs = dict(zip(argv[5:-3:2], argv[6:-3:2], strict=True))  # a repeated flag keeps its last value here
     assert pairs["--server.port"] == "8600" and pairs["--server.address"] == "127.0.0.1"
     assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
     assert pairs["--server.enableXsrfProtection"] == "true"
+    hosts = [argv[i + 1] for i, part in enumerate(argv[:-3]) if part == "--server.allowedHosts"]
+    assert hosts == ["localhost", "127.0.0.1", "::1"]  # a list option: the flag repeated
+
+
+def test_allowed_hosts_add_to_the_loopback_names(tmp_path: Path) -> None:
+    argv = dashboard.streamlit_argv(dashboard.app_script(), tmp_path, "0.0.0.0", 8600, "gpu-node-7, dash.example")
+    hosts = [argv[i + 1] for i, part in enumerate(argv[:-3]) if part == "--server.allowedHosts"]
+    assert hosts == ["localhost", "127.0.0.1", "::1", "gpu-node-7", "dash.example"]
+    assert build_parser().parse_args(["dashboard", "--allowed-hosts", "x"]).allowed_hosts == "x"
 
 
 def test_parser_defaults_listen_on_localhost_only() -> None:
