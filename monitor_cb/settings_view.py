@@ -169,9 +169,12 @@ def notify_status(root: str | os.PathLike[str], env: Mapping[str, str] | None = 
     from monitor_cb.notify.config import ENV_CONFIG, ConfigError, find_config, load_config
 
     env = os.environ if env is None else env
-    path = find_config(root, env)
     suggested = Path(root) / ".monitor" / "notify.toml"
     from_env = bool(env.get(ENV_CONFIG))
+    try:
+        path = find_config(root, env)
+    except ConfigError as exc:  # the file under the root leads outside it: named, never read
+        return NotifyStatus(suggested, suggested, from_env, None, str(exc))
     if path is None:
         return NotifyStatus(None, suggested, from_env, None, None)
     try:

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
+from monitor_cb.hidden import HIDDEN_DIR, hidden_path
 
-SETTINGS_DIR = ".monitor"
+SETTINGS_DIR = HIDDEN_DIR
 SETTINGS_FILE = "diagnosis.json"
 
 
@@ -211,12 +212,13 @@ def settings_path(root: str | os.PathLike[str]) -> Path:
 def load_settings_checked(root: str | os.PathLike[str]) -> tuple[DiagnosisSettings, list[str]]:
     """Settings saved under ``root`` and the problems met reading them (for a page to show).
 
-    A missing file gives the defaults and no problem; an unreadable or corrupt file gives the
-    defaults and one problem; unknown keys or bad values are skipped, each with a problem.
+    A missing file gives the defaults and no problem; an unreadable or corrupt file, or one outside
+    the log root (``.monitor`` a link elsewhere), gives the defaults and one problem; unknown keys or
+    bad values are skipped, each with a problem.
     """
     path = settings_path(root)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = hidden_path(root, SETTINGS_FILE).read_text(encoding="utf-8")
     except FileNotFoundError:
         return DiagnosisSettings(), []
     except (OSError, UnicodeDecodeError) as exc:
@@ -238,8 +240,13 @@ def load_settings(root: str | os.PathLike[str]) -> DiagnosisSettings:
 
 
 def save_settings(root: str | os.PathLike[str], settings: DiagnosisSettings) -> Path:
-    """Write ``settings`` atomically (temp file + rename) to ``<root>/.monitor/diagnosis.json``."""
-    path = settings_path(root)
+    """Write ``settings`` atomically (temp file + rename) to ``<root>/.monitor/diagnosis.json``.
+
+    Raises:
+        OutsideRootError: (an ``OSError``) ``.monitor`` or the file is a link out of the log root.
+        OSError: the folder or file cannot be written.
+    """
+    path = hidden_path(root, SETTINGS_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(settings.to_dict(), indent=1) + "\n", encoding="utf-8")

@@ -145,15 +145,23 @@ def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, st
     """Where the settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``<root>/.monitor/notify.toml`` (or ``.json``).
 
     The watcher and the dashboard both use this, so one file serves both. None when there is none.
+
+    Raises:
+        ConfigError: the file under the root leads outside it (``.monitor`` a symbolic link elsewhere).
     """
+    from monitor_cb.hidden import OutsideRootError, hidden_dir, hidden_path
+
     env = os.environ if env is None else env
     if env.get(ENV_CONFIG):
         return Path(env[ENV_CONFIG])
     if root is not None:
-        from monitor_cb.storage.urls import state_dir
-
         for name in ("notify.toml", "notify.json"):
-            candidate = state_dir(root) / ".monitor" / name
+            try:
+                candidate = hidden_path(root, name)
+            except OutsideRootError as exc:
+                if (hidden_dir(root) / name).exists():
+                    raise ConfigError(f"notification settings not read: {exc}") from None
+                continue
             if candidate.is_file():
                 return candidate
     return None

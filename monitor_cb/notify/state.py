@@ -75,9 +75,10 @@ class WatchState:
 
     @staticmethod
     def default_path(root: str | os.PathLike[str]) -> Path:
-        from monitor_cb.storage.urls import state_dir
+        """``<root>/.monitor/watch-state.json``; raises ``OutsideRootError`` when that leads out of the root."""
+        from monitor_cb.hidden import hidden_path
 
-        return state_dir(root) / STATE_DIR / STATE_FILE
+        return hidden_path(root, STATE_FILE)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatchState:

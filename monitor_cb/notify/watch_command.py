@@ -79,9 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if args.logroot and args.logdir and log_root(args.logroot) != log_root(args.logdir):
         raise UsageError(f"two log roots given: LOGROOT {redact(args.logroot)} and --logdir {redact(args.logdir)}")
     root = log_root(args.logroot or args.logdir)
-    config_path = args.config or find_config(root)
     try:
-        config = load_config(config_path)
+        config = load_config(args.config or find_config(root))
         add_flag_channels(
             config, exec_command=args.exec_command, webhook_url=args.webhook, min_severity=args.min_severity
         )

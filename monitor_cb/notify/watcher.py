@@ -104,8 +104,8 @@ class Watcher:
         self._pass_logged = "logged" in _parameters(diagnose)
         self.settings = settings  # None: the dashboard's saved settings, re-read every pass
         self._settings_problems: set[str] = set()
-        self.state_path = Path(state_path) if state_path else WatchState.default_path(self.root)
-        self.state = WatchState.load(self.state_path)
+        self.state_path = Path(state_path) if state_path else _default_state_path(self.root)
+        self.state = WatchState.load(self.state_path) if self.state_path is not None else WatchState()
         self._saved: dict[str, Any] | None = None
         self.skip_older = skip_older
         self._link = link or (lambda run_id: None)
@@ -155,7 +155,7 @@ class Watcher:
     def save(self) -> None:
         """Write the state when it changed since the last save."""
         snapshot = self.state.to_json()
-        if snapshot == self._saved:
+        if snapshot == self._saved or self.state_path is None:
             return
         try:
             self.state.save(self.state_path)
@@ -255,3 +255,14 @@ def _notified(info: Any) -> Iterable[str]:
     meta = getattr(info, "meta", None) or {}
     value = meta.get("notified") if isinstance(meta, dict) else None
     return value if isinstance(value, list) else []
+
+
+def _default_state_path(root: Path) -> Path | None:
+    """The state file under the root's hidden folder; None (state kept in memory) when that leads outside it."""
+    from monitor_cb.hidden import OutsideRootError
+
+    try:
+        return WatchState.default_path(root)
+    except OutsideRootError as exc:
+        log.warning("watch: %s; the watcher's state is kept in memory only", exc)
+        return None

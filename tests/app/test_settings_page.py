@@ -208,3 +208,25 @@ def test_alert_panel_newest_first_and_toasts_once() -> None:
     assert not at.exception
     assert not at.toast
     assert at.error[0].value.startswith("**nan**")
+
+
+def test_settings_never_read_or_written_outside_the_root(root: Path, tmp_path: Path) -> None:
+    """``.monitor`` a link to another folder: Save is refused with a message, notify.toml there is not read."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notify.toml").write_text('[[channels]]\ntype = "webhook"\nname = "outside"\nurl = "http://x"\n')
+    (elsewhere / "diagnosis.json").write_text('{"spike_z": 3.0}')
+    (root / ".monitor").symlink_to(elsewhere, target_is_directory=True)
+    at = run_app()
+    assert at.number_input(key="diag_spike_z").value == 8.0, "the outside settings are not used"
+    warnings = " ".join(w.value for w in at.warning)
+    assert "outside the log root" in warnings
+    errors = " ".join(e.value for e in at.error)
+    assert "outside the log root" in errors and not at.dataframe, "notify.toml outside the root is not read"
+    assert "outside" not in " ".join(str(c) for c in at.get("arrow_data_frame"))
+    at.number_input(key="diag_spike_z").set_value(5.5)
+    at.form_submit_button[0].click().run()  # Save
+    assert not at.exception
+    assert any("Cannot write the settings" in e.value and "outside the log root" in e.value for e in at.error)
+    assert json.loads((elsewhere / "diagnosis.json").read_text()) == {"spike_z": 3.0}, "nothing written there"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["diagnosis.json", "notify.toml"]

@@ -1,0 +1,84 @@
+"""The log root's hidden folder: every read and write stays inside the root (no escape through links)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from monitor_cb.diagnosis.settings import DiagnosisSettings, load_settings_checked, save_settings
+from monitor_cb.hidden import OutsideRootError, hidden_path
+from monitor_cb.notify.config import ConfigError, find_config
+from monitor_cb.notify.state import WatchState
+from monitor_cb.settings_view import notify_status
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> tuple[Path, Path]:
+    """A root whose ``.monitor`` is a link to a folder outside it."""
+    root, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / ".monitor").symlink_to(elsewhere, target_is_directory=True)
+    return root, elsewhere
+
+
+def test_paths_inside_the_root_pass(tmp_path: Path) -> None:
+    assert hidden_path(tmp_path, "diagnosis.json") == tmp_path / ".monitor" / "diagnosis.json"
+    real = tmp_path / "data"
+    real.mkdir()
+    (tmp_path / "logs").symlink_to(real)  # the root itself may be a link
+    assert hidden_path(tmp_path / "logs", "x.json") == tmp_path / "logs" / ".monitor" / "x.json"
+    (real / ".monitor").mkdir()
+    (real / "inner").mkdir()
+    (real / ".monitor" / "y.json").symlink_to(real / "inner" / "y.json")  # a link that stays inside
+    assert hidden_path(tmp_path / "logs", "y.json")
+
+
+def test_links_out_of_the_root_are_refused(linked: tuple[Path, Path], tmp_path: Path) -> None:
+    root, elsewhere = linked
+    with pytest.raises(OutsideRootError, match="outside the log root"):
+        hidden_path(root, "diagnosis.json")
+    own = tmp_path / "own"
+    (own / ".monitor").mkdir(parents=True)
+    (own / ".monitor" / "diagnosis.json").symlink_to(elsewhere / "target.json")  # the file itself a link
+    with pytest.raises(OutsideRootError):
+        hidden_path(own, "diagnosis.json")
+    with pytest.raises(ValueError):
+        hidden_path(own, "../escape.json")
+
+
+def test_diagnosis_settings_stay_inside(linked: tuple[Path, Path]) -> None:
+    root, elsewhere = linked
+    (elsewhere / "diagnosis.json").write_text('{"spike_z": 3.0}')
+    settings, problems = load_settings_checked(root)
+    assert settings == DiagnosisSettings() and "outside the log root" in problems[0]
+    with pytest.raises(OSError, match="outside the log root"):
+        save_settings(root, DiagnosisSettings(spike_z=5.0))
+    assert json.loads((elsewhere / "diagnosis.json").read_text()) == {"spike_z": 3.0}
+    assert sorted(os.listdir(elsewhere)) == ["diagnosis.json"]
+
+
+def test_notification_settings_stay_inside(linked: tuple[Path, Path]) -> None:
+    root, elsewhere = linked
+    (elsewhere / "notify.toml").write_text('[[channels]]\ntype = "webhook"\nurl = "http://x"\n')
+    with pytest.raises(ConfigError, match="outside the log root"):
+        find_config(root, env={})
+    status = notify_status(root, env={})
+    assert status.config is None and "outside the log root" in (status.error or "")
+    assert find_config(root, env={"MONITOR_NOTIFY_CONFIG": str(elsewhere / "notify.toml")}), "explicit: allowed"
+
+
+def test_the_watchers_state_stays_inside(linked: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    from monitor_cb.notify.watcher import _default_state_path
+
+    root, elsewhere = linked
+    with pytest.raises(OutsideRootError):
+        WatchState.default_path(root)
+    with caplog.at_level(logging.WARNING, logger="monitor_cb.notify"):
+        assert _default_state_path(root) is None
+    assert "kept in memory" in caplog.text
+    assert list(elsewhere.iterdir()) == []
