@@ -7,6 +7,11 @@ the failure modes the dashboard's detectors look for::
 
     python -m monitor_cb demo --steps 600 --inject nan@400 --on-nan stop
     python -m monitor_cb demo --inject slow_data@300 --inject overfit@500
+    python -m monitor_cb demo --steps 600 --pace 0.2     # about two minutes, to watch it live
+
+The network trains 600 steps in a few seconds; ``--pace`` makes each step last at least that long,
+so the curves grow at a speed a person can follow. SIGTERM (the dashboard's "Stop" button) ends the
+training like Ctrl-C: the run is closed as ``stopped``.
 
 MindSpore is imported only when the command runs, so building the CLI parser stays cheap.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--on-nan", choices=("warn", "stop"), default="warn", help="NaN guard mode (default warn)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--pace",
+        type=_non_negative,
+        default=0.0,
+        metavar="SECONDS",
+        help="make each training step last at least this long, to watch the run live (default 0: full speed)",
+    )
     parser.add_argument(
         "--notify", default=None, help="notification settings file (docs/NOTIFICATIONS.md): say when the guard stops"
     )
@@ -78,7 +91,14 @@ def run(args: argparse.Namespace) -> int:
     epochs, per_epoch = epochs_for(args.steps)
     print(f"training the demo Transformer for {epochs * per_epoch} steps -> {run_dir}")
     started = time.perf_counter()
-    monitor = _train(run_dir, epochs, per_epoch, injections, args)
+    previous = signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    try:
+        monitor = _train(run_dir, epochs, per_epoch, injections, args)
+    except KeyboardInterrupt as exc:
+        print(f"stopped after {time.perf_counter() - started:.1f}s: {run_dir} ({exc})")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"done in {time.perf_counter() - started:.1f}s: {run_dir} ({monitor.stop_reason or 'finished'})")
     return 0
 
@@ -97,8 +117,45 @@ def _train(run_dir: Path, epochs: int, per_epoch: int, injections: dict[str, int
     monitor = LiveMonitor(
         run_dir, log_interval=args.log_interval, config=config, on_nan=args.on_nan, notify=getattr(args, "notify", None)
     )
-    model.fit(epochs, train, evaluation, callbacks=[monitor], dataset_sink_mode=False)
+    callbacks = [monitor]
+    if getattr(args, "pace", 0.0):
+        callbacks.append(_pacer(args.pace))
+    model.fit(epochs, train, evaluation, callbacks=callbacks, dataset_sink_mode=False)
     return monitor
+
+
+def _pacer(seconds: float) -> Any:
+    """A callback that makes each training step last at least ``seconds`` (sleeping off the rest)."""
+    from mindspore.train import Callback
+
+    class Pacer(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_end: float | None = None
+
+        def on_train_step_end(self, run_context: Any) -> None:
+            now = time.monotonic()
+            # A deadline per step, not a sleep per step: time spent evaluating is caught up, not added.
+            self.next_end = max(now, (self.next_end or now) + seconds)
+            time.sleep(self.next_end - now)
+
+    return Pacer()
+
+
+def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM ends the training as Ctrl-C would, so LiveMonitor closes the run as ``stopped``.
+
+    A second SIGTERM (a supervisor repeating it) must not interrupt that closing: it is ignored.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt("stopped by SIGTERM (the dashboard's Stop button)")
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -12,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _demo
-from tests.app.conftest import DASHBOARD
+from tests.app.conftest import DASHBOARD, write_run
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_no_demo_yet(tmp_path: Path) -> None:
     assert _demo.demo_state(tmp_path) is None
 
 
-def test_demo_button_starts_it_and_the_page_waits_for_the_run(log_root: Path, fake_demo: None) -> None:
+def test_demo_button_starts_it_the_page_waits_for_the_run_and_stop_ends_it(log_root: Path, fake_demo: None) -> None:
     at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
     at.button(key="start_demo").click().run()
     assert not at.exception
@@ -75,7 +76,64 @@ def test_demo_button_starts_it_and_the_page_waits_for_the_run(log_root: Path, fa
         assert any("is starting" in i.value for i in at.info)
         at.run()
         assert not at.exception
-        assert at.button(key="start_demo").disabled  # while it runs, no second one
+        assert not [b for b in at.button if b.key == "start_demo"]  # while it runs, no second one
         assert _demo.demo_state(log_root).pid == state.pid
+        at.button(key="stop_demo").click().run()
+        assert not at.exception
+        deadline = time.monotonic() + 10
+        while _demo.demo_state(log_root).running:
+            assert time.monotonic() < deadline, "Stop did not end the demo"
+            time.sleep(0.05)
+        at.run()
+        assert at.button(key="start_demo").label == "Start the demo training"
+    finally:
+        if _demo.demo_state(log_root).running:
+            _stop(state)
+
+
+def test_the_embedded_demo_is_paced_to_be_watched() -> None:
+    """About two minutes, not the few seconds 600 unpaced steps take; a point every fraction of a second."""
+    command = _demo.demo_command(Path("logs"), "demo-x", _demo.DEMO_STEPS)
+    pace = float(command[command.index("--pace") + 1])
+    interval = int(command[command.index("--log-interval") + 1])
+    assert 90 <= _demo.DEMO_STEPS * pace <= 180
+    assert _demo.DEMO_STEPS // interval >= 200
+    assert "about two minutes" in _demo.DEMO_CAPTION
+
+
+def test_demo_and_samples_stay_reachable_when_runs_exist(log_root: Path, fake_demo: None) -> None:
+    write_run(log_root, "exp1", steps=50)
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert not at.exception
+    assert at.sidebar.button(key="write_samples").label == "Generate sample runs"
+    at.sidebar.button(key="write_samples").click().run()
+    assert not at.exception
+    assert len(at.sidebar.selectbox[0].options) >= 5  # exp1 and the four samples
+    at.sidebar.button(key="start_demo").click().run()
+    state = _demo.demo_state(log_root)
+    try:
+        assert state is not None and state.running
+        assert at.sidebar.button(key="stop_demo")
     finally:
         _stop(state)
+
+
+def test_the_demo_log_shown_is_always_the_one_in_the_hidden_folder(tmp_path: Path) -> None:
+    """A pid file naming another log (``/etc/passwd``) does not make the page show that file."""
+    (tmp_path / ".monitor").mkdir()
+    info = {"pid": 999_999_999, "name": "x", "log": "/etc/passwd", "started": 1.0}
+    (tmp_path / ".monitor" / "demo.json").write_text(json.dumps(info))
+    state = _demo.demo_state(tmp_path)
+    assert state is not None and state.log == tmp_path / ".monitor" / "demo.log" and not state.running
+
+
+def test_the_demo_pid_file_and_log_stay_inside_the_root(tmp_path: Path) -> None:
+    root, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / ".monitor").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OSError, match="outside the log root"):
+        _demo.start_demo(root)
+    (elsewhere / "demo.json").write_text(json.dumps({"pid": os.getpid(), "name": "x", "log": "/etc/passwd"}))
+    assert _demo.demo_state(root) is None
+    assert sorted(os.listdir(elsewhere)) == ["demo.json"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,52 @@ def test_the_cli_dispatches_demo_with_its_flags() -> None:
     args = build_parser().parse_args(["demo", "--steps", "50", "--inject", "nan@7", "--inject", "overfit@9"])
     assert args._module == "monitor_cb.demo" and args.steps == 50 and args.inject == ["nan@7", "overfit@9"]
     assert args.on_nan == "warn" and args.log_interval == 10 and args.logdir is None
+
+
+@pytest.mark.mindspore
+@pytest.mark.slow
+def test_a_paced_demo_can_be_watched_and_stopped(tmp_path: Path) -> None:
+    """``--pace`` spreads the steps out in time; SIGTERM (the dashboard's Stop) closes the run as stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "paced"
+    cmd = [sys.executable, "-m", "monitor_cb", "demo", "--logdir", str(tmp_path), "--name", "paced"]
+    cmd += ["--steps", "200", "--pace", "0.1", "--log-interval", "2"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_train_records(run_dir)) < 8:
+            assert proc.poll() is None, proc.stdout.read().decode()
+            assert time.monotonic() < deadline, "the demo wrote no records"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out.decode()
+    train = _train_records(run_dir)
+    gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(train)]
+    assert min(gaps[1:]) >= 0.19, gaps  # 2 steps of at least 0.1 s each between records
+    assert train[-1]["step"] < 200  # stopped early
+    meta = read_meta(run_dir)
+    assert meta["status"] == "stopped" and "SIGTERM" in meta["reason"]
+
+
+def _train_records(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [r for r in read_records(path) if "loss" in r]
+
+
+def test_pace_must_be_seconds() -> None:
+    assert parse("--pace", "0.2").pace == 0.2 and parse().pace == 0.0
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            parse("--pace", bad)
