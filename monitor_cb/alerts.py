@@ -74,13 +74,13 @@ def run_badge(counts: Mapping[str, int], *, with_info: bool = False) -> str:
     return ", ".join(parts)
 
 
-def badge_icon(counts: Mapping[str, int]) -> str:
-    """``"🔴"`` with errors, ``"🟠"`` with warnings, else ``""``: a prefix for a run label."""
+def worst_severity(counts: Mapping[str, int]) -> str | None:
+    """``"error"`` with errors, ``"warning"`` with warnings, else None (info findings are notes)."""
     if counts.get("error", 0):
-        return "🔴"
+        return "error"
     if counts.get("warning", 0):
-        return "🟠"
-    return ""
+        return "warning"
+    return None
 
 
 def new_findings(previous_keys: Collection[FindingKey], findings: Iterable[Finding]) -> list[Finding]:
@@ -136,7 +136,6 @@ __all__ = [
     "SEVERITY_ORDER",
     "FindingKey",
     "alert_rows",
-    "badge_icon",
     "finding_key",
     "findings_cache_key",
     "new_findings",
@@ -145,4 +144,5 @@ __all__ = [
     "severity_counts",
     "summary_line",
     "toast_text",
+    "worst_severity",
 ]

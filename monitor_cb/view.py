@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +26,6 @@ from monitor_cb.logroot import log_root, logdir_argument
 REFRESH_CHOICES: dict[str, float | None] = {"off": None, "1 s": 1.0, "2 s": 2.0, "5 s": 5.0, "10 s": 10.0}
 DEFAULT_REFRESH = "2 s"
 
-STATUS_ICONS: dict[str, str] = {
-    "running": "🟢",
-    "finished": "✅",
-    "failed": "❌",
-    "stopped": "⏹️",
-    "stalled": "🟠",
-    "crashed": "💥",
-}
 ACTIVE_STATUSES = frozenset({"running", "stalled"})
 # A running run whose last write is older than this many typical record intervals looks stale.
 STALE_INTERVALS = 10.0
@@ -110,9 +103,27 @@ def format_duration(seconds: float | None) -> str:
 
 
 def run_label(run: RunLike, now: float) -> str:
-    """One line for the run picker: icon, id, status and the age of the last write (plain text)."""
-    icon = STATUS_ICONS.get(run.status, "•")
-    return f"{icon} {run.id} · {run.status} · {format_age(now - run.last_write)} ago"
+    """One line for the run picker: id, status and, for a run that ended, when (plain text).
+
+    No emoji (many Linux machines have no emoji font) and no age: a select box's labels are drawn
+    once per page run, so "12 s ago" would go stale; a clock time does not. A running run's label
+    changes only with its status, which makes the page redraw the picker.
+    """
+    if run.status in ACTIVE_STATUSES or not run.last_write:
+        return f"{run.id} · {run.status}"
+    return f"{run.id} · {run.status} · {format_clock(run.last_write, now)}"
+
+
+def format_clock(t: float, now: float) -> str:
+    """``"14:05"`` today, ``"Dec 02 14:05"`` this year, else ``"2024-12-02 14:05"`` (server local time)."""
+    if not math.isfinite(t):
+        return "–"
+    when, today = time.localtime(t), time.localtime(now)
+    if when[:3] == today[:3]:
+        return time.strftime("%H:%M", when)
+    if when.tm_year == today.tm_year:
+        return time.strftime("%b %d %H:%M", when)
+    return time.strftime("%Y-%m-%d %H:%M", when)
 
 
 def filter_runs(runs: Iterable[RunLike], text: str) -> list[RunLike]:

@@ -6,7 +6,7 @@ escaped, never as HTML.
 
 ```python
 findings = _alerts.run_findings(run, store.read(run.id), root)   # cached until new records / other settings
-_alerts.sidebar_badge(findings)                             # outside a fragment (the sidebar)
+_alerts.sidebar_badge(findings)                             # the sidebar (also from the refresh fragment)
 _alerts.alert_panel(findings)                               # under the KPI row
 _alerts.toast_new(run.id, findings)                         # a toast per finding not shown before
 ```
@@ -24,7 +24,6 @@ import streamlit as st
 
 from monitor_cb.alerts import (
     alert_rows,
-    badge_icon,
     finding_key,
     findings_cache_key,
     new_findings,
@@ -33,6 +32,7 @@ from monitor_cb.alerts import (
     severity_counts,
     summary_line,
     toast_text,
+    worst_severity,
 )
 from monitor_cb.diagnosis.findings import KINDS
 from monitor_cb.diagnosis.settings import (
@@ -140,12 +140,18 @@ def toast_new(run_id: str, findings: Sequence[Any], *, max_toasts: int = 3) -> l
     return fresh
 
 
-def sidebar_badge(findings: Sequence[Any]) -> str:
-    """A sidebar line such as "🔴 2 errors, 1 warning" for the selected run (nothing when clean); the label."""
+def sidebar_badge(findings: Sequence[Any], where: Any = None) -> str:
+    """A sidebar line such as "(error icon) 2 errors, 1 warning" for the selected run (nothing when clean).
+
+    The icon is a Material symbol (a font that ships with Streamlit), not an emoji: many Linux
+    machines have no emoji font. ``where``: a container (default the sidebar). Returns the label.
+    """
     counts = severity_counts(findings)
     label = run_badge(counts)
-    if label:
-        st.sidebar.caption(f"{badge_icon(counts)} {label}")
+    worst = worst_severity(counts)
+    if label and worst:
+        colour = "red" if worst == "error" else "orange"
+        (where if where is not None else st.sidebar).caption(f":{colour}[{ICONS[worst]}] {label}")
     return label
 
 

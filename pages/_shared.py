@@ -20,6 +20,7 @@ QUERY_RUN = "run"
 RUN_KEY = "run_select"
 # Every chart's Plotly toolbar: no logo link, no tips popping up over a live chart.
 PLOTLY_CONFIG = {"displaylogo": False, "showTips": False}
+PENDING_RUN = "run_pending"  # a run id to select as soon as it appears (the demo just started)
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,17 @@ def run_picker(runs: list[Any]) -> Any | None:
     wanted = st.query_params.get(QUERY_RUN)
     if wanted and wanted not in {r.id for r in runs}:
         st.warning(f"The run `{view.escape_code(wanted)}` is no longer under the log root (deleted or moved).")
-    # The select box has a stable key: its labels carry ages that change every second, and a
-    # keyless widget whose labels change would forget the user's choice.
-    if st.session_state.get(RUN_KEY) not in by_id:
+    # The select box has a stable key: its labels carry the run's status, and a keyless widget
+    # whose labels change would forget the user's choice.
+    pending = st.session_state.get(PENDING_RUN)
+    if pending in by_id:
+        st.session_state[RUN_KEY] = st.session_state.pop(PENDING_RUN)
+    elif st.session_state.get(RUN_KEY) not in by_id:
         st.session_state[RUN_KEY] = view.pick_run(ids, wanted)
+    else:
+        # Set, not just kept: the browser shows the label it was last sent for the chosen value, so
+        # after a refresh that changed the run's label (it finished) only a value set here redraws it.
+        st.session_state[RUN_KEY] = st.session_state[RUN_KEY]
     choice = st.sidebar.selectbox(
         f"Run ({len(shown)} of {len(runs)})",
         ids,
@@ -124,13 +132,15 @@ def sidebar(root: Path, runs: list[Any]) -> Selection:
     st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
     run = run_picker(runs) if runs else None
     refresh = refresh_control()
-    if run is not None:
-        st.sidebar.caption(run_summary(run))
     return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)
 
 
 def run_summary(run: Any) -> str:
-    """One Markdown line about the selected run (its text escaped)."""
-    steps = f"steps {run.first_step}–{run.last_step}" if run.last_step is not None else "no steps yet"
+    """One Markdown line about the selected run (its text escaped); the live page's fragment draws it."""
+    steps = f"steps {_count(run.first_step)}–{_count(run.last_step)}" if run.last_step is not None else "no steps yet"
     ranks = f" · {len(run.ranks)} ranks" if len(getattr(run, "ranks", ()) or ()) > 1 else ""
     return f"{md(run.name)} · {md(run.status)} · {steps} · {run.n_records:,} records{ranks}"
+
+
+def _count(n: int | None) -> str:
+    return "?" if n is None else f"{n:,}"

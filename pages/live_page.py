@@ -25,7 +25,7 @@ from monitor_cb.charts.findings import add_findings, step_mapper
 from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _alerts, _shared
-from pages._demo import show_empty_root
+from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events
 
@@ -44,20 +44,25 @@ def live_page() -> None:
     if not runs:
         show_empty_root(root, store)
         st.stop()
+    about_run = st.sidebar.container()  # the selected run's summary and findings: drawn by the fragment
+    demo_sidebar(root, store)
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
     data = read_run(store, selection.run.id)
     frame = data.frame if data is not None else None
-    if data is not None:  # outside the fragment: a fragment rerun cannot write to the sidebar
-        _alerts.sidebar_badge(_alerts.run_findings(selection.run, data, root))
     _reset_zoom_on_run_change(selection.run.id)
     zoom_event, legend_event = chart_events()
     if frame is not None:
         apply_chart_events(frame, st.session_state.get("x_axis") or "step", zoom_event, legend_event)
     settings = chart_controls(frame, selection.run.id)
     columns = frozenset(frame.columns) if frame is not None else frozenset()
-    live_fragment(store, selection.run.id, settings, selection.refresh_s, frozenset(r.id for r in runs), columns)
+    live_fragment(store, selection.run.id, settings, selection.refresh_s, run_states(runs), columns, about_run)
+
+
+def run_states(runs: Any) -> frozenset[tuple[str, str]]:
+    """``(id, status)`` of every run: what the sidebar's run picker was drawn from."""
+    return frozenset((r.id, r.status) for r in runs)
 
 
 # ----------------------------------------------------------------------------- settings
@@ -177,23 +182,33 @@ def live_fragment(
     run_id: str,
     settings: view.ChartSettings,
     refresh_s: float | None,
-    known: frozenset[str],
+    known: frozenset[tuple[str, str]],
     columns: frozenset[str] = frozenset(),
+    about_run: Any = None,
 ) -> None:
     """Draw the live part now and, when a refresh interval is set, again every ``refresh_s`` seconds.
 
-    ``known`` (run ids) and ``columns`` (the run's metrics) are what the sidebar and the controls
-    were built from; when either changes, the whole page reruns so they offer the new choices.
+    ``known`` (``(id, status)`` of every run) and ``columns`` (the run's metrics) are what the
+    sidebar and the controls were built from; when either changes (a run appears, vanishes or ends;
+    a new metric), the whole page reruns so they show it. The sidebar's lines about the selected run
+    (its summary, its findings) are drawn by the fragment itself into ``about_run`` (a sidebar
+    container), so they refresh with the tiles.
     """
-    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known, columns)
+    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known, columns, about_run)
 
 
 def _live_body(
-    store: Any, run_id: str, settings: view.ChartSettings, known: frozenset[str], columns: frozenset[str]
+    store: Any,
+    run_id: str,
+    settings: view.ChartSettings,
+    known: frozenset[tuple[str, str]],
+    columns: frozenset[str],
+    about_run: Any = None,
 ) -> None:
-    runs = {r.id: r for r in store.list_runs()}
-    if set(runs) != set(known):
-        st.rerun(scope="app")  # a run appeared or vanished: the sidebar must show it
+    listed = store.list_runs()
+    if run_states(listed) != known:
+        st.rerun(scope="app")  # a run appeared, vanished or changed status: the run picker must say so
+    runs = {r.id: r for r in listed}
     run = runs.get(run_id)
     data = read_run(store, run_id) if run is not None else None
     if run is None or data is None:
@@ -203,6 +218,9 @@ def _live_body(
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
     findings = tuple(_alerts.run_findings(run, data, _shared.log_root()))
+    where = about_run if about_run is not None else st.sidebar
+    where.caption(_shared.run_summary(run))
+    _alerts.sidebar_badge(findings, where)
     _alerts.toast_new(run.id, findings)
     live = process(
         run, data, settings, zoom_state(), time.time(), cache, findings, series_key=(str(store.root), run.id)
@@ -285,15 +303,18 @@ def show(data: LiveData) -> None:
     _alerts.alert_panel(data.findings)
     bad = int(getattr(data.run, "bad_lines", 0) or 0)
     if bad:
-        st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon="⚠️")
+        st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon=":material/warning:")
     if data.run.status in ("failed", "stopped", "crashed") and getattr(data.run, "reason", None):
         reason = str(data.run.reason)
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "
         st.error(f"Run {prefix}{_shared.md(reason)}")
     if data.banner:
-        st.error(data.banner, icon="🚨")
+        st.error(data.banner, icon=":material/error:")
     if data.empty:
-        st.info("This run has no records yet; its curves appear here as soon as it writes some.", icon="⏳")
+        st.info(
+            "This run has no records yet; its curves appear here as soon as it writes some.",
+            icon=":material/hourglass_empty:",
+        )
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")

@@ -136,7 +136,7 @@ def upload_subject() -> Subject:
         st.session_state[K_PARSED] = cached
     parsed = cached[1]
     if isinstance(parsed, str):
-        st.error(parsed)
+        st.error(_shared.md(parsed))  # it quotes the file's name and lines: shown as plain text
         st.stop()
     findings = _findings((f"upload:{file_id}",), parsed.frame, parsed.logged, None, None, None)  # a file never changes
     return Subject(
@@ -150,7 +150,7 @@ def upload_subject() -> Subject:
 
 
 def _parse(uploaded: Any, cap: int) -> Any:
-    """The parsed upload, or the message saying why it was refused."""
+    """The parsed upload, or the message (plain text, to be escaped) saying why it was refused."""
     name = str(uploaded.name)
     try:
         check_size(int(uploaded.size), cap)  # before reading a byte of it
@@ -202,7 +202,7 @@ def show_header(subject: Subject) -> None:
     status = f" · {_shared.md(subject.status)}" if subject.status else ""
     st.caption(f"**{_shared.md(subject.title)}**{status} · {len(subject.frame):,} rows")
     if subject.bad_lines:
-        st.warning(f"{subject.bad_lines:,} corrupt line(s) were skipped.", icon="⚠️")
+        st.warning(f"{subject.bad_lines:,} corrupt line(s) were skipped.", icon=":material/warning:")
     if subject.status in ("failed", "stopped", "crashed") and subject.reason:
         reason = str(subject.reason)
         prefix = "" if reason.lower().startswith(str(subject.status)) else f"{subject.status}: "

@@ -39,7 +39,7 @@ def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
         {
             "open": [f"./?{urlencode({_shared.QUERY_RUN: r.id})}" for r in runs],
             "run": [r.id for r in runs],
-            "status": [f"{view.STATUS_ICONS.get(r.status, '')} {r.status}" for r in runs],
+            "status": [r.status for r in runs],
             "last step": [r.last_step for r in runs],
             "records": [r.n_records for r in runs],
             "ranks": [len(r.ranks or ()) for r in runs],

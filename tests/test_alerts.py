@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from monitor_cb.alerts import (
     alert_rows,
-    badge_icon,
     finding_key,
     findings_cache_key,
     new_findings,
@@ -12,6 +11,7 @@ from monitor_cb.alerts import (
     severity_counts,
     summary_line,
     toast_text,
+    worst_severity,
 )
 from monitor_cb.diagnosis import DiagnosisSettings, Finding
 
@@ -52,7 +52,8 @@ def test_severity_counts_and_badge() -> None:
     assert run_badge({"error": 2, "warning": 1}) == "2 errors, 1 warning"
     assert run_badge(severity_counts([])) == ""
     assert run_badge({"info": 3}) == ""
-    assert badge_icon(counts) == "🔴" and badge_icon({"warning": 1}) == "🟠" and badge_icon({"info": 1}) == ""
+    assert worst_severity(counts) == "error" and worst_severity({"warning": 1}) == "warning"
+    assert worst_severity({"info": 1}) is None
 
 
 def test_new_findings_remembers_kind_step_rank() -> None:

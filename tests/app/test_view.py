@@ -65,7 +65,19 @@ def test_filter_and_pick_runs() -> None:
     assert view.pick_run(ids, "exp1") == "exp1"
     assert view.pick_run(ids, "gone") == "bert/exp2"  # newest first
     assert view.pick_run([], "x") is None
-    assert "failed" in view.run_label(runs[0], now=1010.0) and "10 s ago" in view.run_label(runs[0], now=1010.0)
+
+
+def test_run_labels_are_plain_text_that_does_not_go_stale() -> None:
+    """A select box's labels are drawn once per page run: no age that goes stale, no emoji."""
+    t = 1_700_000_000.0
+    ended = FakeRun("bert/exp2", "exp2", "failed", last_write=t)
+    clock = view.format_clock(t, t + 60)
+    assert view.run_label(ended, now=t + 10) == view.run_label(ended, now=t + 50) == f"bert/exp2 · failed · {clock}"
+    assert len(clock) == 5 and clock[2] == ":"  # the same day: the time of day
+    assert view.format_clock(t, t + 40 * 86400).count(" ") == 2  # another day this year: "Dec 02 14:05"
+    assert view.format_clock(t, t + 400 * 86400)[:4].isdigit()  # another year: the date in full
+    assert view.run_label(FakeRun("live", "live", "running", last_write=t), now=t + 500) == "live · running"
+    assert all(ord(c) < 0x2000 or c in "·–" for c in view.run_label(ended, now=t))
 
 
 # ----------------------------------------------------------------------------- KPIs
