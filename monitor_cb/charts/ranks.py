@@ -28,6 +28,7 @@ from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.ranks import RankMatrix, frame_ranks, leave_one_out_median, rank_matrix
 from monitor_cb.analysis.series import XAxis, float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.charts.axes import pin_constant_axes
 from monitor_cb.charts.figures import DEFAULT_OPTIONS, GIB, dual_axis_figure, empty_figure
 from monitor_cb.charts.options import ChartData, ChartOptions
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
@@ -436,7 +437,7 @@ def rank_step_time_figure(
         hovermode="x",
         uirevision=options.uirevision,
     )
-    return fig
+    return pin_constant_axes(fig)
 
 
 def _ratio_range(ratio: np.ndarray, ratio_line: float | None) -> list[float] | None:

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from monitor_cb.analysis.series import XAxis
+from monitor_cb.charts.axes import pin_constant_axes
 from monitor_cb.charts.options import ChartOptions
 
 NONFINITE_COLOR = "#d62728"
@@ -42,10 +43,12 @@ class Labels:
 
 
 def apply_layout(fig: go.Figure, xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> None:
-    """Axis titles and types, legend on top, small margins, ``uirevision`` and the re-applied zoom."""
+    """Axis titles and types, legend on top, small margins, ``uirevision``, the re-applied zoom, and
+    a constant series' value on its axis (:func:`~monitor_cb.charts.axes.pin_constant_axes`)."""
     layout = layout_dict(xa, options, labels, log_y2=log_y2)
     layout.pop("template")  # a figure built elsewhere keeps its own template
     fig.update_layout(layout)
+    pin_constant_axes(fig)
 
 
 def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> dict[str, Any]:

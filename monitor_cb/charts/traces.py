@@ -16,6 +16,7 @@ from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.series import XAxis, float_values, logged_rows
 from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.charts.axes import pin_constant_axes
 from monitor_cb.charts.options import Masks, Rows, Threshold
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
 from monitor_cb.charts.style import NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR, compact_array, escape_html
@@ -59,7 +60,7 @@ class FigureSpec:
         # later changes by a caller are checked (and normalised) as usual
         for obj in (fig, fig.layout, *fig.data):
             obj._validate = True
-        return fig
+        return pin_constant_axes(fig)
 
 
 Figureish = go.Figure | FigureSpec

@@ -1,0 +1,95 @@
+"""A y axis whose drawn values are all one number shows that number.
+
+Plotly's autorange puts a constant series in the middle of a default range: a learning rate held
+at 0.01 sits on the "0" tick of a -1..1 axis and reads as zero. :func:`pin_constant_axes` gives
+such an axis a range around the value and a single tick labelled with it. Every figure builder in
+``monitor_cb.charts`` (and the compare overlay) calls it once its traces are in.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+# Half the span around a constant value v: |v| / 2 (so the range is [v/2, 3v/2] for v > 0), or 1 for 0;
+# on a log axis half a decade each side.
+_REL_HALF_SPAN = 0.5
+_LOG_HALF_SPAN = 0.5
+_SAME = 1e-6  # relative difference within float32 rounding: still one value
+
+
+def tick_text(value: float) -> str:
+    """``0.01``, ``0.00325``, ``4.11e-5``, ``1.5e6``: four significant digits, a short exponent."""
+    text = f"{value:.4g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def constant_axis(value: float, log: bool) -> dict[str, Any]:
+    """Layout for an axis whose every drawn value is ``value``: a range around it, one tick at it."""
+    if log:
+        center = math.log10(value)
+        span = [center - _LOG_HALF_SPAN, center + _LOG_HALF_SPAN]
+    else:
+        half = abs(value) * _REL_HALF_SPAN or 1.0
+        span = [value - half, value + half]
+    return {
+        "range": span,
+        "autorange": False,
+        "tickmode": "array",
+        "tickvals": [value],
+        "ticktext": [tick_text(value)],
+    }
+
+
+def pin_constant_axes(fig: Any) -> Any:
+    """Give each y axis whose drawn values (and threshold lines) are one number a range and tick at it.
+
+    An axis whose range is already set (a zoom, a chosen range) is left alone, as is one with no
+    finite value (an empty chart). Returns ``fig``.
+    """
+    values: dict[str, list[np.ndarray]] = {}
+    for trace in fig.data:
+        if trace.visible is False:
+            continue
+        drawn = _drawn_y(trace)
+        if drawn.size:
+            values.setdefault(getattr(trace, "yaxis", None) or "y", []).append(drawn)
+    for shape in fig.layout.shapes or ():
+        ref = shape.yref or "y"
+        if ref in values and shape.y0 is not None and shape.y0 == shape.y1:  # a horizontal line: a threshold
+            values[ref].append(_floats([shape.y0]))
+    for ref, arrays in values.items():
+        name = "yaxis" + ref[1:]
+        axis = fig.layout[name]
+        if axis.range is not None or axis.autorange is False:
+            continue
+        log = axis.type == "log"
+        drawn = np.concatenate(arrays)
+        drawn = drawn[np.isfinite(drawn) & ((drawn > 0) if log else True)]
+        # float32 traces (compact arrays) next to float64 ones: 0.0099999998 and 0.01 are one value
+        if drawn.size and drawn.max() - drawn.min() <= _SAME * max(abs(drawn.min()), abs(drawn.max())):
+            fig.layout[name].update(constant_axis(float(drawn.max()), log))
+    return fig
+
+
+def _drawn_y(trace: Any) -> np.ndarray:
+    """The y values a trace draws: its ``y``, or a precomputed box's statistics."""
+    y = getattr(trace, "y", None)
+    if y is not None:
+        return _floats(y)
+    if trace.type == "box":
+        stats = [getattr(trace, k, None) for k in ("lowerfence", "q1", "median", "q3", "upperfence")]
+        return np.concatenate([_floats(v) for v in stats if v is not None] or [np.empty(0)])
+    return np.empty(0)
+
+
+def _floats(values: Any) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return np.empty(0)
