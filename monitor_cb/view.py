@@ -271,17 +271,29 @@ def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str
 
 
 def format_value(value: float | None, digits: int = 4) -> str:
-    """A KPI number: ``"–"`` when missing, ``"NaN"``/``"inf"`` as such, else ``digits`` significant digits."""
+    """A KPI number: ``"–"`` when missing, ``"NaN"``/``"inf"`` as such, else ``digits`` significant digits.
+
+    Short and whole: ``"0.5038"``, ``"3.25e-3"``, ``"4.11e-4"``, ``"12,346"`` (1,000 to a million:
+    every digit of the whole part), ``"1.235e6"``. At most 10 characters, one style of exponent.
+    """
     if value is None:
         return "–"
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e6):
-        mantissa, exponent = f"{value:.{max(digits - 1, 0)}e}".split("e")
+    rounded = float(f"{value:.{max(digits, 1)}g}")  # 0.0099999998 (a float32 0.01) is 0.01
+    if rounded != 0 and (abs(rounded) < 1e-2 or abs(rounded) >= 1e6):
+        mantissa, exponent = f"{rounded:.{max(digits - 1, 0)}e}".split("e")
         return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 4.39e-4: fits a KPI tile
+    if abs(value) >= 1e3:
+        return f"{value:,.0f}"
     return f"{value:.{digits}g}"
+
+
+def format_count(value: int | None) -> str:
+    """A step or epoch, every digit with thousands separators (``"1,000,000"``); ``"–"`` when unknown."""
+    return "–" if value is None else f"{int(value):,}"
 
 
 def nan_banner(first: tuple[int, float] | None, metric: str, now: float) -> str | None:

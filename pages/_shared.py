@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,28 @@ def run_summary(run: Any) -> str:
 
 def _count(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
+
+
+# ----------------------------------------------------------------------------- value tiles
+TILE_MIN_PX = 170  # 4 tiles a row at 1280 px, 5 at 1440 px
+VALUE_PX_PER_CHAR = 19  # the metric value font (36 px): digits are about 16 px wide
+LABEL_PX_PER_CHAR = 8  # labels and deltas (14 px)
+
+
+def tiles(items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+    """A grid of ``st.metric`` tiles, ``(label, value, metric kwargs)`` each, that never cuts a value off.
+
+    Streamlit ends a value too long for its tile with "…" (0.00325 read "3.25…", step 1,000,000
+    "1,00…"). Here every tile is as wide as the longest value, label or delta of the row needs
+    (and at least ``TILE_MIN_PX``), and the row wraps onto another line when out of room.
+    """
+    width = max(TILE_MIN_PX, *(tile_width(label, value, kw.get("delta")) for label, value, kw in items))
+    row = st.container(horizontal=True, gap="medium")
+    for label, value, kwargs in items:
+        row.metric(label, value, width=width, **kwargs)
+
+
+def tile_width(label: str, value: str, delta: Any = None) -> int:
+    """Pixels a tile needs for its value (36 px font), label and delta (14 px), with a margin."""
+    small = max(len(label) + 3, len(str(delta or "")) + 4)  # + the help icon / the delta's padding
+    return int(max(VALUE_PX_PER_CHAR * len(value), LABEL_PX_PER_CHAR * small)) + 8

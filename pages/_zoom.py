@@ -7,12 +7,15 @@ inline JavaScript, no iframe) listens to ``plotly_relayout`` / ``plotly_restyle`
 whose container key starts with ``chart_`` and sends the new x range (or a reset on double-click)
 and the hidden legend entries to Python. The page keeps them as a step range in session state and
 re-applies them to each redrawn figure as its x range, re-reading that range at full resolution.
+Events are state values with a sequence number, applied once each: a refresh of the live fragment
+that runs just as an event arrives sees it waiting (:func:`event_waiting`) and reruns the page.
 
 The JavaScript is a constant written here; no user text ever reaches it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import streamlit as st
@@ -22,9 +25,13 @@ CHART_KEY_PREFIX = "chart_"
 _JS = """
 export default function (component) {
   // One listener per chart for the page's lifetime, always sending through the newest mount's
-  // setTriggerValue (a remount must neither stack listeners nor leave them with a stale sender).
-  const reg = (window.__monitorChartEvents = window.__monitorChartEvents || { send: null });
-  reg.send = component.setTriggerValue;
+  // setStateValue (a remount must neither stack listeners nor leave them with a stale sender).
+  // State, not trigger, values: a trigger lives for one script run, and a refresh of the live
+  // fragment running at that moment could swallow it (the zoom was then lost). A state value
+  // stays until the next event; its "seq" tells Python which events it has applied.
+  const firstMount = !window.__monitorChartEvents;
+  const reg = (window.__monitorChartEvents = window.__monitorChartEvents || { send: null, seq: 0 });
+  reg.send = component.setStateValue;
   const PREFIX = "st-key-chart_";
   const chartKey = (gd) => {
     const holder = gd.closest('[class*="' + PREFIX + '"]');
@@ -32,7 +39,10 @@ export default function (component) {
     const cls = Array.from(holder.classList).find((c) => c.startsWith(PREFIX));
     return cls ? cls.slice("st-key-".length) : null;
   };
-  const send = (name, value) => { if (reg.send) reg.send(name, value); };
+  const send = (name, value) => {
+    reg.seq += 1;
+    if (reg.send) reg.send(name, Object.assign({ seq: Date.now() * 1000 + (reg.seq % 1000) }, value));
+  };
   const attach = (gd) => {
     if (gd.__monitorAttached || typeof gd.on !== "function") return;
     gd.__monitorAttached = true;
@@ -58,10 +68,25 @@ export default function (component) {
     });
   };
   const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);
+  if (firstMount) {
+    // This code loads a moment after the page's first charts are drawn: a zoom made in that moment
+    // had nobody listening, so report any chart whose x range is not the automatic one. (On a
+    // page's first load the server has sent no range, so such a range is the user's.)
+    document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach((gd) => {
+      const xa = gd._fullLayout && gd._fullLayout.xaxis;
+      const key = chartKey(gd);
+      if (key && xa && xa.autorange === false && Array.isArray(xa.range)) {
+        send("zoom", { chart: key, x0: xa.range[0], x1: xa.range[1] });
+      }
+    });
+  }
   scan();
-  // Streamlit replaces a chart's element now and then; attach to new ones as they appear.
-  const timer = setInterval(scan, 250);
-  return () => clearInterval(timer);
+  // Streamlit replaces a chart's element now and then: attach to a new one as soon as Plotly has
+  // drawn it (a drag right after a refresh must not go unheard), with a slow scan as a fallback.
+  const observer = new MutationObserver(scan);
+  observer.observe(document.body, { childList: true, subtree: true });
+  const timer = setInterval(scan, 1000);
+  return () => { observer.disconnect(); clearInterval(timer); };
 }
 """
 
@@ -70,17 +95,47 @@ _CSS = ":host { display: none; }"
 _listener = st.components.v2.component("monitor_cb_chart_events", js=_JS, css=_CSS)
 
 
+SEEN = "chart_events_seen"  # session state: (component key, event name) -> seq of the last event applied
+
+
 def chart_events(key: str = "chart_events") -> tuple[Any, Any]:
-    """Mount the listener (invisible) and return this run's ``(zoom_event, legend_event)``, None when none.
+    """Mount the listener (invisible) and return the ``(zoom_event, legend_event)`` not seen before, None when none.
 
     Mount it outside the refresh fragment: an event then reruns the whole page, which lets the page
-    write the zoom into the step inputs before they are drawn.
+    write the zoom into the step inputs before they are drawn. Each event is handed out once.
     """
     result = _listener(key=key, on_zoom_change=_ignore, on_legend_change=_ignore)
-    if result is None:
-        return None, None
-    return getattr(result, "zoom", None), getattr(result, "legend", None)
+    return _fresh(key, "zoom", _value(result, "zoom")), _fresh(key, "legend", _value(result, "legend"))
+
+
+def event_waiting(key: str = "chart_events") -> bool:
+    """Whether the browser reported a zoom or legend click not applied yet (for a fragment run to rerun the page)."""
+    state = st.session_state.get(key)
+    seen = st.session_state.get(SEEN, {})
+    for name in ("zoom", "legend"):
+        event = _value(state, name)
+        if isinstance(event, Mapping) and event.get("seq") is not None and seen.get((key, name)) != event["seq"]:
+            return True
+    return False
+
+
+def _fresh(key: str, name: str, event: Any) -> Any:
+    if not isinstance(event, Mapping) or event.get("seq") is None:
+        return None
+    seen = st.session_state.setdefault(SEEN, {})
+    if seen.get((key, name)) == event["seq"]:
+        return None
+    seen[(key, name)] = event["seq"]
+    return event
+
+
+def _value(holder: Any, name: str) -> Any:
+    if holder is None:
+        return None
+    if isinstance(holder, Mapping):
+        return holder.get(name)
+    return getattr(holder, name, None)
 
 
 def _ignore() -> None:
-    """Trigger values are read from the mount's result; the callbacks only declare them."""
+    """State values are read from the mount's result; the callbacks only declare them."""

@@ -37,7 +37,7 @@ from monitor_cb.compare.session import (
 )
 from monitor_cb.compare.summary import default_eval_metric
 from pages import _shared
-from pages._zoom import CHART_KEY_PREFIX, chart_events
+from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
 Q_RUNS, Q_METRIC, Q_ALIGN, Q_SMOOTH, Q_MODE = "runs", "metric", "align", "smooth", "mode"
 K_FILTER, K_RUNS, K_METRICS, K_ALIGN, K_SMOOTH, K_MODE = (
@@ -57,6 +57,7 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
     "cmp_eval",
 )
 K_CACHE = "cmp_view_cache"
+EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
 POINTS = (500, 1000, 2000, 4000)
 SIDE_COLUMNS = 3  # panels per row in side-by-side mode
@@ -136,7 +137,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     """The row of controls above the charts; their values come from (and go back to) the URL."""
     metrics = metric_options(data)
     _init_from_query(metrics)
-    c1, c2, c3, c4, c5 = st.columns([4, 3, 2, 1, 2], vertical_alignment="bottom")
+    c1, c2, c3, c4, c5 = st.columns([4, 3, 2, 1.5, 2], vertical_alignment="bottom")  # room for "Log y"
     chosen = c1.multiselect("Metrics (one chart each)", metrics, key=K_METRICS)
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
     smoothing = c3.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
@@ -224,6 +225,8 @@ def _charts_body(
         return
     if st.session_state.get(K_RANGE) != settings.x_range:
         st.rerun(scope="app")  # the slider moved (a fragment rerun): every chart must show the new range
+    if event_waiting(EVENTS_KEY):
+        st.rerun(scope="app")  # a drag or legend click came during this refresh: the page applies it
     result = _cached_view(data, settings, side_by_side, eval_metric)
     range_control(result)
     show_charts(result, data, settings, side_by_side)
@@ -232,12 +235,26 @@ def _charts_body(
         result.summary,
         hide_index=True,
         width="stretch",
-        column_config={
-            "duration (s)": st.column_config.NumberColumn(format="%.0f"),
-            "mean throughput": st.column_config.NumberColumn(format="%.4g"),
-        },
+        column_config=SUMMARY_COLUMNS,
         key="cmp_summary",
     )
+
+
+# Every number whole: st.dataframe's default shows 0.00325 as "0.0032" and 0.000123 as "0.0001".
+_SIGNIFICANT = st.column_config.NumberColumn(format="%.4g")
+_COUNT = st.column_config.NumberColumn(format="localized")  # 1,000,000
+SUMMARY_COLUMNS = {
+    "steps": _COUNT,
+    "duration (s)": st.column_config.NumberColumn(format="%.0f"),
+    "final loss": _SIGNIFICANT,
+    "min loss": _SIGNIFICANT,
+    "min loss step": _COUNT,
+    "best eval value": _SIGNIFICANT,
+    "best eval step": _COUNT,
+    "first non-finite step": _COUNT,
+    "mean throughput": _SIGNIFICANT,
+    "max grad norm": _SIGNIFICANT,
+}
 
 
 def _cached_view(
@@ -256,7 +273,7 @@ def _apply_events(data: Sequence[RunData]) -> bool:
 
     Mounted outside the refresh fragment (as ``pages/_zoom.py`` asks), so an event reruns the page.
     """
-    zoom, legend = chart_events(key="cmp_chart_events")
+    zoom, legend = chart_events(key=EVENTS_KEY)
     changed = False
     chart = str(legend.get("chart", "")) if isinstance(legend, Mapping) else ""
     overlay = chart.startswith(CHART_PREFIX) and not chart.startswith(SIDE_PREFIX)  # side panels' legends are metrics

@@ -27,7 +27,7 @@ from monitor_cb.ingest.runframe import RunFrame
 from pages import _alerts, _shared
 from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
-from pages._zoom import CHART_KEY_PREFIX, chart_events
+from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 HIDDEN = "legend_hidden"
@@ -84,7 +84,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in view.PANELS}
 
-    c1, c2, c3, c4 = st.columns([3, 2, 1, 4], vertical_alignment="bottom")
+    c1, c2, c3, c4 = st.columns([3, 2, 1.5, 3.5], vertical_alignment="bottom")  # room for "Log y"
     smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
@@ -216,6 +216,8 @@ def _live_body(
         return
     if frozenset(data.frame.columns) != columns:
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
+    if event_waiting():
+        st.rerun(scope="app")  # a zoom or legend click came during this refresh: the page applies it
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
     findings = tuple(_alerts.run_findings(run, data, _shared.log_root()))
     where = about_run if about_run is not None else st.sidebar
@@ -324,20 +326,25 @@ def show(data: LiveData) -> None:
 
 
 def show_kpis(k: view.Kpis, run: Any) -> None:
-    """One row of metric tiles."""
-    cols = st.columns(8)
+    """The run's value tiles (a grid that wraps rather than cut a value off)."""
     step_label = f"Step of {k.total_steps:,}" if k.total_steps else "Step"
-    cols[0].metric(step_label, "–" if k.step is None else f"{k.step:,}", **_step_delta(k))
-    cols[1].metric("Epoch", "–" if k.epoch is None else str(k.epoch))
-    cols[2].metric("Loss", view.format_value(k.loss), **_red_if_nonfinite(k.loss))
-    cols[3].metric("LR", view.format_value(k.lr, 3))
-    cols[4].metric("Throughput", view.format_value(k.throughput, 4), help="samples/s")
-    cols[5].metric("Grad norm", view.format_value(k.grad_norm), **_red_if_nonfinite(k.grad_norm))
-    cols[6].metric("Elapsed", view.format_duration(k.elapsed_s), delta=run.status, delta_color="off", delta_arrow="off")
+    status = {"delta": run.status, "delta_color": "off", "delta_arrow": "off"}
     if k.stale:
-        cols[7].metric("Since update", view.format_age(k.age_s), delta="stale", delta_color="red", delta_arrow="off")
+        since = {"delta": "stale", "delta_color": "red", "delta_arrow": "off"}
     else:
-        cols[7].metric("Since update", view.format_age(k.age_s), help="Time since the run's files last changed")
+        since = {"help": "Time since the run's files last changed"}
+    _shared.tiles(
+        [
+            (step_label, view.format_count(k.step), _step_delta(k)),
+            ("Epoch", view.format_count(k.epoch), {}),
+            ("Loss", view.format_value(k.loss), _red_if_nonfinite(k.loss)),
+            ("LR", view.format_value(k.lr, 3), {}),
+            ("Throughput", view.format_value(k.throughput, 4), {"help": "samples/s"}),
+            ("Grad norm", view.format_value(k.grad_norm), _red_if_nonfinite(k.grad_norm)),
+            ("Elapsed", view.format_duration(k.elapsed_s), status),
+            ("Since update", view.format_age(k.age_s), since),
+        ]
+    )
 
 
 def _step_delta(k: view.Kpis) -> dict[str, Any]:

@@ -287,15 +287,11 @@ def show_position(subject: Subject, rows: slice, cursor: int, last: int) -> None
 
     part = subject.frame.iloc[rows]
     masks = {k: v[rows] for k, v in subject.logged.items()} if subject.logged else None
-    cols = st.columns(5)
-    cols[0].metric("Step", f"{cursor:,}", delta=f"of {last:,}", delta_color="off", delta_arrow="off")
-    for col, (label, column) in zip(
-        cols[1:],
-        (("Loss", "loss"), ("LR", "lr"), ("Grad norm", "grad_norm"), ("Throughput", "throughput")),
-        strict=True,
-    ):
+    items = [("Step", view.format_count(cursor), {"delta": f"of {last:,}", "delta_color": "off", "delta_arrow": "off"})]
+    for label, column in (("Loss", "loss"), ("LR", "lr"), ("Grad norm", "grad_norm"), ("Throughput", "throughput")):
         found = latest(part, column, masks) if column in part.columns else None
-        col.metric(label, view.format_value(None if found is None else found[1]))
+        items.append((label, view.format_value(None if found is None else found[1]), {}))
+    _shared.tiles(items)
 
 
 def show_window(subject: Subject, item: replay.Notable) -> None:

@@ -29,7 +29,12 @@ def runs_page() -> None:
         runs_table(view.filter_runs(runs, text), time.time()),
         hide_index=True,
         width="stretch",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="live view")},
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="live view"),
+            "last step": st.column_config.NumberColumn(format="localized"),  # 1,000,000
+            "records": st.column_config.NumberColumn(format="localized"),
+            "corrupt lines": st.column_config.NumberColumn(format="localized"),
+        },
     )
 
 

@@ -21,12 +21,14 @@ _SAME = 1e-6  # relative difference within float32 rounding: still one value
 
 
 def tick_text(value: float) -> str:
-    """``0.01``, ``0.00325``, ``4.11e-5``, ``1.5e6``: four significant digits, a short exponent."""
-    text = f"{value:.4g}"
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}e{int(exponent)}"
-    return text
+    """``0.01``, ``3.25e-3``, ``4.11e-5``, ``1.5e6``: four significant digits, short, as the value tiles write them."""
+    rounded = float(f"{value:.4g}")  # a float32 0.0099999998 is 0.01
+    if rounded != 0 and (abs(rounded) < 1e-2 or abs(rounded) >= 1e6):
+        mantissa, exponent = f"{rounded:.3e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    if abs(value) >= 1e3:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 def constant_axis(value: float, log: bool) -> dict[str, Any]:
@@ -43,6 +45,7 @@ def constant_axis(value: float, log: bool) -> dict[str, Any]:
         "tickmode": "array",
         "tickvals": [value],
         "ticktext": [tick_text(value)],
+        "automargin": True,  # room for the label beside the axis title
     }
 
 

@@ -54,6 +54,8 @@ def apply_layout(fig: go.Figure, xa: XAxis, options: ChartOptions, labels: Label
 def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> dict[str, Any]:
     """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
     xaxis: dict[str, Any] = {"title": {"text": escape_html(xa.title)}, "type": "date" if xa.is_datetime else "linear"}
+    if not xa.is_datetime:
+        xaxis["tickformat"] = ","  # step 999,955, not plotly's "0.999955M"
     if options.x_range is not None:
         xaxis.update(range=list(options.x_range), autorange=False)
     title, y2_title = labels.title, labels.y2

@@ -409,7 +409,7 @@ def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa:
     if isinstance(x_value, pd.Timestamp):
         at = x_value.strftime("%Y-%m-%d %H:%M:%S")
     else:
-        at = f"{x_value:g}" if isinstance(x_value, (int, float)) else str(x_value)
+        at = _number_text(x_value) if isinstance(x_value, (int, float, np.number)) else str(x_value)
     fig.add_annotation(
         x=x_value,
         xref="x",
@@ -422,6 +422,14 @@ def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa:
         font={"color": NONFINITE_COLOR, "size": 11},
         bgcolor="rgba(255,255,255,0.7)",
     )
+
+
+def _number_text(value: Any) -> str:
+    """A step (or other x) in the label: ``1,234,567`` in full, not ``1.23457e+06``; ``12.5`` as is."""
+    number = float(value)
+    if number.is_integer() and abs(number) < 1e18:
+        return f"{int(number):,}"
+    return f"{number:,.6g}"
 
 
 def _plain_x(value: Any, is_datetime: bool) -> Any:

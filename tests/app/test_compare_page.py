@@ -109,6 +109,23 @@ def test_summary_is_nan_aware(samples: Path) -> None:
     assert table.loc[RUNS[0], "best eval"] == "eval_loss"
 
 
+def test_summary_numbers_are_shown_whole(samples: Path) -> None:
+    """st.dataframe's default shows 0.00325 as "0.0032" and 0.000123 as "0.0001": every number column
+    gets a format that keeps 4 significant digits (values) or every digit with separators (steps)."""
+    at = run_app({"runs": [RUNS[1], RUNS[0]]})
+    assert_ok(at)
+    table = at.dataframe[0].value
+    formats = {
+        name: c.get("type_config", {}).get("format") for name, c in json.loads(at.dataframe[0].proto.columns).items()
+    }
+    for column in table.columns:
+        if column in ("run", "status", "best eval"):
+            continue
+        assert formats.get(column) in ("%.4g", "localized", "%.0f"), (column, formats.get(column))
+    assert formats["steps"] == formats["first non-finite step"] == "localized"
+    assert formats["final loss"] == formats["best eval value"] == "%.4g"
+
+
 def test_config_diff_and_all_keys_toggle(samples: Path) -> None:
     at = run_app({"runs": list(RUNS[:2])})
     diff = at.dataframe[1].value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -286,6 +287,8 @@ def test_runs_page(one_run: Path) -> None:
     table = at.dataframe[0].value
     assert list(table["run"]) == ["exp"] and int(table["last step"].iloc[0]) == 300
     assert table["open"].iloc[0] == "./?run=exp"  # the default page lives at the root
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["last step"]["type_config"]["format"] == "localized"  # 1,000,000, not 1000000
 
 
 # ----------------------------------------------------------------------------- diagnosis on the live page

@@ -269,7 +269,17 @@ def test_kpi_of_a_column_last_logged_long_ago() -> None:
         (1e-3, "1e-3"),
         (1234567.0, "1.235e6"),
         (812.5, "812.5"),
+        (0.00325, "3.25e-3"),
+        (np.float32(0.01), "0.01"),  # a float32 0.0099999998 is not "1e-2"
+        (123456.789, "123,457"),  # not "1.235e+05"
+        (-9999.4, "-9,999"),
+        (1e-12, "1e-12"),
     ],
 )
 def test_format_value(value: float | None, text: str) -> None:
     assert view.format_value(value, 4 if text != "4.39e-4" else 3) == text
+    assert len(text) <= 10
+
+
+def test_format_count() -> None:
+    assert [view.format_count(v) for v in (None, 0, 12345, 1_000_000)] == ["–", "0", "12,345", "1,000,000"]

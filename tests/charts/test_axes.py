@@ -82,7 +82,8 @@ def test_constant_axis_layout() -> None:
     assert constant_axis(0.01, log=False)["range"] == pytest.approx([0.005, 0.015])
     assert constant_axis(0.0, log=False)["range"] == [-1.0, 1.0]
     assert constant_axis(100.0, log=True)["range"] == pytest.approx([1.5, 2.5])
-    assert [tick_text(v) for v in (0.01, 0.00325, 4.11e-5, 1.5e6, -2.0)] == ["0.01", "0.00325", "4.11e-5", "1.5e6", "-2"]
+    values = (0.01, 0.00325, 4.11e-5, 1.5e6, -2.0, 123456.789)
+    assert [tick_text(v) for v in values] == ["0.01", "3.25e-3", "4.11e-5", "1.5e6", "-2", "123,457"]
 
 
 BUILDERS: dict[str, tuple[Callable[[], go.Figure], str, float]] = {

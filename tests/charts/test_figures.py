@@ -123,7 +123,7 @@ def test_nonfinite_markers_and_first_nonfinite_line():
     lines = [s for s in fig.layout.shapes if s.yref == "paper"]
     assert sorted(s.x0 for s in lines) == [5000, 10_000]
     texts = [a.text for a in fig.layout.annotations]
-    assert any("loss" in t and "5000" in t for t in texts)
+    assert any("loss" in t and "5,000" in t for t in texts)
 
 
 def test_first_nonfinite_label_runs_towards_the_middle():
@@ -336,7 +336,7 @@ def test_merged_ranks_draw_one_rank_and_mark_nans_of_all():
     marks = traces["loss non-finite"]
     assert list(marks.x) == [1500] and "rank 2" in marks.text[0]
     assert marks.y[0] == pytest.approx(df.loc[(df["rank"] == 0) & (df["step"] == 1500), "loss"].iloc[0])
-    assert any("1500" in a.text for a in fig.layout.annotations)
+    assert any("1,500" in a.text for a in fig.layout.annotations)
     rank3 = by_name(dual_axis_figure(ChartData(df, rank=3), ["loss"]))["loss"]
     assert np.asarray(rank3.y, dtype=float).min() > 3
 
@@ -390,3 +390,19 @@ def test_names_from_run_data_are_escaped_and_hidden_right_axis_draws_no_zero_lin
     assert all("<b>" not in (t.hovertemplate or "") for t in fig.data)
     assert "<b>" not in fig.layout.yaxis.title.text
     assert fig.layout.yaxis2.zeroline is False and fig.layout.yaxis2.showgrid is False
+
+
+def test_first_nonfinite_label_writes_a_big_step_in_full():
+    """Step 1,234,567 is not "1.23457e+06" (a rounded, misleading step)."""
+    df = make_frame(300)
+    df["step"] = df["step"] + 1_234_266
+    df.loc[df.index[-1], "loss"] = math.nan
+    (label,) = dual_axis_figure(df, ["loss"]).layout.annotations
+    assert label.text.endswith("@ step 1,234,566") or label.text.endswith("@ step 1,234,567"), label.text
+
+
+def test_a_step_axis_writes_its_ticks_in_full():
+    """Plotly's default writes steps near a million as "0.999955M"."""
+    fig = dual_axis_figure(make_frame(300), ["loss"])
+    assert fig.layout.xaxis.tickformat == ","
+    assert dual_axis_figure(make_frame(300), ["loss"], options=ChartOptions(x="time")).layout.xaxis.tickformat is None
