@@ -116,18 +116,37 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     )
 
 
-def upload_subject() -> Subject:
-    """Sidebar: a JSONL upload, size-capped, checked and parsed in memory (never written to disk)."""
+def upload_limit_bytes() -> int:
+    """The upload limit the uploader states and enforces: ``$MONITOR_UPLOAD_MAX_MB`` (default 400),
+    never above the server's ``server.maxUploadSize``, which refuses a larger request before the
+    page sees it (the browser then showed only "AxiosError: Request failed with status code 413")."""
+    server_mb = int(st.get_option("server.maxUploadSize") or 0)
     cap = max_upload_bytes()
+    return min(cap, server_mb * 2**20) if server_mb > 0 else cap
+
+
+def upload_subject() -> Subject:
+    """Sidebar: a JSONL upload, size-capped, checked and parsed in memory (never written to disk).
+
+    The uploader refuses a file over the limit in the browser, with its own message, before
+    sending it (it counts a MB as 10^6 bytes, 2^20 on Windows); the size is checked here again,
+    with 2^20, before the file is read.
+    """
+    cap = upload_limit_bytes()
     uploaded = st.sidebar.file_uploader(
         "Metrics file (JSONL)",
         key=K_UPLOAD,
-        max_upload_size=max(1, math.ceil(cap / 2**20)),
-        help="The collector's metrics.jsonl or plain json.dumps lines; at most "
-        f"{cap / 2**20:,.0f} MB. It is read in memory and never saved.",
+        max_upload_size=max(1, math.floor(cap / 2**20)),
+        help=f"The collector's metrics.jsonl or plain json.dumps lines; at most {cap / 2**20:,.3g} MB. "
+        "It is read in memory and never saved.",
     )
     if uploaded is None:
-        st.info("Upload a metrics JSONL file in the sidebar to replay it.")
+        # A file over the limit never reaches the page (the uploader only marks it red): say it here.
+        st.info(
+            f"Upload a metrics JSONL file in the sidebar to replay it, at most {cap / 2**20:,.3g} MB. "
+            "A larger file is refused there (marked red); put that run under the log root instead and "
+            "pick it under “A run under the log root”."
+        )
         st.stop()
     file_id = getattr(uploaded, "file_id", None) or f"{uploaded.name}:{uploaded.size}"
     cached = st.session_state.get(K_PARSED)

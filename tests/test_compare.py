@@ -286,9 +286,36 @@ def test_upload_refuses_what_is_not_jsonl(data: bytes, match: str) -> None:
 def test_upload_size_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UploadError, match="limited to"):
         parse_upload("f", b'{"step":1}\n' * 1000, cap=100)
-    assert max_upload_bytes({}) == 200 * 2**20
+    assert max_upload_bytes({}) == 400 * 2**20  # a 1M-step run is about 250 MB
     assert max_upload_bytes({"MONITOR_UPLOAD_MAX_MB": "1"}) == 2**20
-    assert max_upload_bytes({"MONITOR_UPLOAD_MAX_MB": "junk"}) == 200 * 2**20
+    assert max_upload_bytes({"MONITOR_UPLOAD_MAX_MB": "junk"}) == 400 * 2**20
+
+
+def test_the_page_and_the_server_allow_the_same_uploads() -> None:
+    """The server's maxUploadSize and the page's default cap are one limit, sized for a 1M-step run."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from pathlib import Path
+
+    from monitor_cb.compare.upload import DEFAULT_MAX_MB
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == DEFAULT_MAX_MB >= 300
+
+
+def test_an_empty_check_does_not_copy_the_upload() -> None:
+    """``sniff`` on a 250 MB upload must not build a stripped copy of it (``data.strip()`` did)."""
+    import tracemalloc
+
+    from monitor_cb.compare.upload import sniff
+
+    data = b'{"step": 1, "loss": 0.5}\n' * 400_000  # 10 MB
+    tracemalloc.start()
+    sniff(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < len(data) // 10
+    with pytest.raises(UploadError, match="empty"):
+        sniff(b" \n\t\n")
 
 
 # ----------------------------------------------------------------------------- replay

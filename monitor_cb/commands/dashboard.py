@@ -31,7 +31,7 @@ SERVER_OPTIONS: dict[str, str | list[str]] = {
     "server.runOnSave": "false",
     "server.headless": "true",
     "server.allowedHosts": ["localhost", "127.0.0.1", "::1"],
-    "server.maxUploadSize": "1",
+    "server.maxUploadSize": "400",
     "browser.gatherUsageStats": "false",
     "browser.serverAddress": "localhost",
     "client.showErrorDetails": "none",

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import http.client
+import json
+import math
 import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -43,13 +46,15 @@ def _need_browser() -> None:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """One fresh server per page, plus one told to answer to another name (``--server.allowedHosts``)."""
+    """One fresh server per page, one told to answer to another name (``--server.allowedHosts``), and
+    one whose server refuses uploads over 1 MB (the ``maxUploadSize = 1`` the config once had)."""
     tmp = tmp_path_factory.mktemp("pages-browser")
     root = tmp / "logs"
     write_sample_runs(root, n_runs=2, steps=300, seed=0)
-    names = [*LINKS, "override"]
+    names = [*LINKS, "override", "small-uploads"]
     specs = [(root, tmp / f"{name}.log", None) for name in LINKS]
     specs.append((root, tmp / "override.log", ["--server.allowedHosts", "dash.example"]))
+    specs.append((root, tmp / "small-uploads.log", ["--server.maxUploadSize", "1"]))
     with streamlit_servers(specs) as urls:
         yield dict(zip(names, urls, strict=True))
 
@@ -131,3 +136,42 @@ def test_the_allowed_names_can_be_changed(servers: dict[str, str]) -> None:
     assert _websocket_status(url, f"dash.example:{port}") == 101
     assert _http_status(url, f"evil.example:{port}") == 403
     assert _websocket_status(url, f"localhost:{port}") == 403  # the list replaces the default
+
+
+def _upload(page: Any, url: str, path: Path) -> str:
+    """Open Replay, choose the upload, give it ``path``; the limit the uploader states."""
+    page.goto(f"{url}/replay", wait_until="domcontentloaded")
+    page.get_by_text("Upload a JSONL file").click()
+    stated = page.get_by_test_id("stFileUploaderDropzoneInstructions").first.inner_text()
+    page.locator(".st-key-rp_upload input[type=file]").set_input_files(str(path))
+    return stated
+
+
+def test_the_upload_limit_shown_is_the_one_enforced(servers: dict[str, str], tmp_path: Path) -> None:
+    """A 1.4 MB run (the size that met "AxiosError: Request failed with status code 413") replays on
+    the default server; where the server takes 1 MB, the uploader says 1 MB and refuses it with a
+    message, and nothing reaches the server's 413."""
+    lines = [
+        json.dumps({"step": s, "loss": 2 * math.exp(-s / 900) + 0.1, "lr": 1e-3, "ts": 1.7e9 + s, "note": "x" * 200})
+        for s in range(1, 5001)
+    ]
+    run = tmp_path / "run.jsonl"
+    run.write_text("\n".join(lines) + "\n")
+    assert 1.3 * 2**20 < run.stat().st_size < 1.5 * 2**20
+    SHOTS.mkdir(exist_ok=True)
+    with chromium_page(width=1440, height=1000) as page:
+        responses: list[int] = []
+        page.on("response", lambda response: responses.append(response.status))
+        stated = _upload(page, servers["replay"], run)
+        assert stated.startswith("400MB per file"), stated
+        poll(lambda: page.locator(".st-key-rp_chart_0 .js-plotly-plot").count() > 0, 45, what="the uploaded run")
+        page.screenshot(path=str(SHOTS / "upload-accepted.png"))
+
+        stated = _upload(page, servers["small-uploads"], run)
+        assert stated.startswith("1MB per file"), stated
+        poll(lambda: page.get_by_text("File must be 1.0MB or smaller").count() > 0, 20, what="the refusal")
+        said = page.get_by_test_id("stAlert").first.inner_text()
+        assert "at most 1 MB" in said and "A larger file is refused" in said, said
+        page.screenshot(path=str(SHOTS / "upload-refused.png"))
+        assert page.get_by_text("AxiosError").count() == 0
+        assert 413 not in responses
