@@ -20,7 +20,7 @@ from pages.replay_page import replay_page  # noqa: E402
 
 
 def main() -> None:
-    st.set_page_config(page_title="Training monitor", page_icon=":material/monitoring:", layout="wide")
+    st.set_page_config(page_title="Training monitor", page_icon=str(REPO / "assets" / "favicon.png"), layout="wide")
     # AppTest opens the default page: MONITOR_TEST_PAGE=replay makes it the replay page.
     replay_first = os.environ.get("MONITOR_TEST_PAGE") == "replay"
     page = st.navigation(

@@ -18,7 +18,7 @@ from pages.settings_page import settings_page  # noqa: E402
 
 
 def main() -> None:
-    st.set_page_config(page_title="Training monitor", page_icon=":material/settings:", layout="wide")
+    st.set_page_config(page_title="Training monitor", page_icon=str(REPO / "assets" / "favicon.png"), layout="wide")
     page = st.navigation(
         [st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings", default=True)]
     )
