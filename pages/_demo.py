@@ -90,6 +90,12 @@ def demo_state(root: Path) -> DemoState | None:
     return DemoState(pid, name, log, started, _alive(pid))
 
 
+def demo_running(root: Path) -> bool:
+    """Whether a demo started on ``root`` is still running (what the sidebar's Start/Stop shows)."""
+    state = demo_state(root)
+    return bool(state and state.running)
+
+
 def demo_command(root: Path, name: str, steps: int) -> list[str]:
     """The collector's demo training, writing the run ``root/name``, paced to be watched."""
     return [

@@ -25,7 +25,7 @@ from monitor_cb.charts.findings import add_findings, step_mapper
 from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _alerts, _shared
-from pages._demo import demo_sidebar, show_empty_root
+from pages._demo import demo_running, demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
@@ -57,12 +57,13 @@ def live_page() -> None:
         apply_chart_events(frame, st.session_state.get("x_axis") or "step", zoom_event, legend_event)
     settings = chart_controls(frame, selection.run.id)
     columns = frozenset(frame.columns) if frame is not None else frozenset()
-    live_fragment(store, selection.run.id, settings, selection.refresh_s, run_states(runs), columns, about_run)
+    known = sidebar_state(runs, root)
+    live_fragment(store, selection.run.id, settings, selection.refresh_s, known, columns, about_run)
 
 
-def run_states(runs: Any) -> frozenset[tuple[str, str]]:
-    """``(id, status)`` of every run: what the sidebar's run picker was drawn from."""
-    return frozenset((r.id, r.status) for r in runs)
+def sidebar_state(runs: Any, root: Any) -> tuple[frozenset[tuple[str, str]], bool]:
+    """What the sidebar was drawn from: ``(id, status)`` of every run, and whether the demo runs."""
+    return frozenset((r.id, r.status) for r in runs), demo_running(root)
 
 
 # ----------------------------------------------------------------------------- settings
@@ -182,15 +183,15 @@ def live_fragment(
     run_id: str,
     settings: view.ChartSettings,
     refresh_s: float | None,
-    known: frozenset[tuple[str, str]],
+    known: tuple[frozenset[tuple[str, str]], bool],
     columns: frozenset[str] = frozenset(),
     about_run: Any = None,
 ) -> None:
     """Draw the live part now and, when a refresh interval is set, again every ``refresh_s`` seconds.
 
-    ``known`` (``(id, status)`` of every run) and ``columns`` (the run's metrics) are what the
-    sidebar and the controls were built from; when either changes (a run appears, vanishes or ends;
-    a new metric), the whole page reruns so they show it. The sidebar's lines about the selected run
+    ``known`` (:func:`sidebar_state`) and ``columns`` (the run's metrics) are what the sidebar and
+    the controls were built from; when either changes (a run appears, vanishes or ends; the demo
+    ends; a new metric), the whole page reruns so they show it. The sidebar's lines about the selected run
     (its summary, its findings) are drawn by the fragment itself into ``about_run`` (a sidebar
     container), so they refresh with the tiles.
     """
@@ -201,13 +202,13 @@ def _live_body(
     store: Any,
     run_id: str,
     settings: view.ChartSettings,
-    known: frozenset[tuple[str, str]],
+    known: tuple[frozenset[tuple[str, str]], bool],
     columns: frozenset[str],
     about_run: Any = None,
 ) -> None:
     listed = store.list_runs()
-    if run_states(listed) != known:
-        st.rerun(scope="app")  # a run appeared, vanished or changed status: the run picker must say so
+    if sidebar_state(listed, _shared.log_root()) != known:
+        st.rerun(scope="app")  # a run appeared, vanished or changed status, or the demo ended: redraw the sidebar
     runs = {r.id: r for r in listed}
     run = runs.get(run_id)
     data = read_run(store, run_id) if run is not None else None

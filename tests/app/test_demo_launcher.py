@@ -137,3 +137,20 @@ def test_the_demo_pid_file_and_log_stay_inside_the_root(tmp_path: Path) -> None:
     (elsewhere / "demo.json").write_text(json.dumps({"pid": os.getpid(), "name": "x", "log": "/etc/passwd"}))
     assert _demo.demo_state(root) is None
     assert sorted(os.listdir(elsewhere)) == ["demo.json"]
+
+
+def test_demo_running_follows_the_process(tmp_path: Path, fake_demo: None) -> None:
+    """What the live page's refresh compares to know the sidebar's Start/Stop is out of date."""
+    assert not _demo.demo_running(tmp_path)
+    state = _demo.start_demo(tmp_path)
+    try:
+        assert _demo.demo_running(tmp_path)
+        assert _demo.stop_demo(tmp_path)
+        deadline = time.monotonic() + 10
+        while _demo.demo_running(tmp_path):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert not _demo.stop_demo(tmp_path)  # nothing left to stop
+    finally:
+        if _demo.demo_running(tmp_path):
+            _stop(state)
