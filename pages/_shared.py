@@ -70,7 +70,9 @@ def list_runs(store: Any) -> list[Any]:
         st.stop()
     remote = getattr(store, "remote", None)
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
-        st.sidebar.warning(f"Object store unreachable: {md(view.redact(remote.last_error))}", icon="📡")
+        st.sidebar.warning(
+            f"Object store unreachable: {md(view.redact(remote.last_error))}", icon=":material/cloud_off:"
+        )
     return runs
 
 

@@ -99,6 +99,7 @@ def test_an_unreachable_bucket_keeps_the_last_data_and_says_so(s3_env: S3Env, bu
         assert_ok(at)
         assert charts(at), "what was read stays on the page"
         assert SECRET not in page_dump(at)
+        assert all(w.proto.icon.startswith(":material/") for w in at.sidebar.warning)  # no emoji font needed
     finally:
         proxy.close()
 
