@@ -381,11 +381,14 @@ class ZoomState:
 
     ``lo``/``hi`` are steps (None = open end). ``hidden`` maps chart key -> legend entries the user
     switched off, re-applied to each new figure because a redraw with new data forgets them.
+    ``exact`` is ``(x kind, x0, x1)``: the range a drag set, drawn as it was (not snapped to the
+    whole steps ``lo``/``hi`` hold) while the x axis is still of that kind.
     """
 
     lo: float | None = None
     hi: float | None = None
     hidden: dict[str, list[str]] = field(default_factory=dict)
+    exact: tuple[str, Any, Any] | None = None
 
     @property
     def active(self) -> bool:
@@ -620,7 +623,9 @@ def live_figures(
     from monitor_cb.charts import figures as charts
 
     x_range = None
-    if zoom.active:  # monotonic_x scans the whole run: only for a zoom
+    if zoom.active and zoom.exact is not None and zoom.exact[0] == settings.x:
+        x_range = zoom.exact[1:]  # the dragged range itself: the chart does not jump at the next refresh
+    elif zoom.active:  # monotonic_x scans the whole run: only for a zoom
         xa = x_axis(df, settings.x)
         x_range = x_range_for(zoom, xa.values, monotonic_x(xa.values), df["step"].to_numpy())
     options = settings.chart_options(x_range, uirevision)
@@ -662,7 +667,7 @@ def figures_key(data: Any, settings: ChartSettings, zoom: ZoomState) -> tuple[An
     Equal keys mean the last figures can be shown again.
     """
     hidden = tuple(sorted((k, tuple(v)) for k, v in zoom.hidden.items()))
-    return (data.key, settings, zoom.lo, zoom.hi, hidden)
+    return (data.key, settings, zoom.lo, zoom.hi, hidden, zoom.exact)
 
 
 def hide_traces(fig: Any, names: Iterable[str]) -> None:

@@ -3,7 +3,8 @@
 Why: with Streamlit 1.67 a Plotly ``uirevision`` keeps the user's zoom only while the data is
 unchanged; a live chart redrawn with new points every second returns to autorange. Streamlit's
 ``on_select`` reports box/lasso selections, not zooms. So this component (``st.components.v2``,
-inline JavaScript, no iframe) listens to ``plotly_relayout`` / ``plotly_restyle`` on every chart
+inline JavaScript, no iframe) listens to ``plotly_relayout`` / ``plotly_restyle`` /
+``plotly_legendclick`` on every chart
 whose container key starts with ``chart_`` and sends the new x range (or a reset on double-click)
 and the hidden legend entries to Python. The page keeps them as a step range in session state and
 re-applies them to each redrawn figure as its x range, re-reading that range at full resolution.
@@ -65,6 +66,22 @@ export default function (component) {
       if (!key || !Array.isArray(gd.data)) return;
       const hidden = gd.data.filter((t) => t.visible === "legendonly" && t.name).map((t) => t.name);
       send("legend", { chart: key, hidden: hidden });
+    });
+    // Plotly toggles a trace a moment after a legend click (it waits for a possible double click);
+    // a refresh that replaces the chart in that moment would swallow the click. So the click is
+    // reported at once, as the hidden entries it leads to (the trace and its legend group toggled).
+    gd.on("plotly_legendclick", (ev) => {
+      const key = chartKey(gd);
+      if (!key || !ev || !Array.isArray(gd.data) || !gd.data[ev.curveNumber]) return true;
+      const clicked = gd.data[ev.curveNumber];
+      const group = clicked.legendgroup;
+      const hide = clicked.visible !== "legendonly";
+      const toggled = (t, i) => i === ev.curveNumber || (group && t.legendgroup === group);
+      const hidden = gd.data
+        .filter((t, i) => (toggled(t, i) ? hide : t.visible === "legendonly") && t.name)
+        .map((t) => t.name);
+      send("legend", { chart: key, hidden: hidden });
+      return true;
     });
   };
   const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);

@@ -30,6 +30,7 @@ from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
+ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
 FIGURE_CACHE = "live_figures"
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
@@ -162,7 +163,9 @@ def zoom_state() -> view.ZoomState:
     lo, hi = st.session_state.get(ZOOM_LO), st.session_state.get(ZOOM_HI)
     if lo is not None and hi is not None and hi < lo:
         lo, hi = hi, lo
-    return view.ZoomState(lo=lo, hi=hi, hidden=dict(st.session_state.get(HIDDEN, {})))
+    dragged = st.session_state.get(ZOOM_EXACT)
+    exact = (dragged[0], dragged[3], dragged[4]) if dragged and (dragged[1], dragged[2]) == (lo, hi) else None
+    return view.ZoomState(lo=lo, hi=hi, hidden=dict(st.session_state.get(HIDDEN, {})), exact=exact)
 
 
 # ----------------------------------------------------------------------------- the live part
@@ -252,9 +255,21 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
         state, zoom_event, view.monotonic_x(xa.values), frame["step"].to_numpy(), xa.is_datetime
     ):
         return False
-    st.session_state[ZOOM_LO] = None if state.lo is None else max(0, int(np.floor(state.lo)))
-    st.session_state[ZOOM_HI] = None if state.hi is None else max(0, int(np.ceil(state.hi)))
+    lo = None if state.lo is None else max(0, int(np.floor(state.lo)))
+    hi = None if state.hi is None else max(0, int(np.ceil(state.hi)))
+    st.session_state[ZOOM_LO], st.session_state[ZOOM_HI] = lo, hi
+    st.session_state[ZOOM_EXACT] = _dragged(zoom_event, x_kind, lo, hi, xa.is_datetime)
     return True
+
+
+def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetime: bool) -> tuple[Any, ...] | None:
+    """``(x kind, lo, hi, x0, x1)`` of a drag (ends in order, as the browser wrote them), None for a reset."""
+    if event.get("reset"):
+        return None
+    a, b = event.get("x0"), event.get("x1")
+    if view.parse_x_value(a, is_datetime) > view.parse_x_value(b, is_datetime):  # checked by apply_zoom_event
+        a, b = b, a
+    return (x_kind, lo, hi, a, b)
 
 
 def process(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -214,6 +215,19 @@ def test_live_figures_hold_the_panels_traces_zoom_and_hidden_entries() -> None:
     assert any("threshold" in (t.name or "") for t in figs["speed_grad"].data)
     unzoomed = view.live_figures(df, settings, view.ZoomState())
     assert unzoomed["loss_lr"].layout.xaxis.range is None
+
+
+def test_a_dragged_range_is_drawn_as_dragged_not_snapped_to_whole_steps() -> None:
+    """The step inputs hold whole steps around a drag; the chart keeps the dragged range itself, so it
+    does not jump when the next refresh redraws it (on a wall-clock axis that was a second or more)."""
+    df = frame(300)
+    settings = view.ChartSettings(panels=("loss_lr",))
+    dragged = view.ZoomState(lo=1000, hi=2001, exact=("step", 1000.4, 2000.6))
+    assert tuple(view.live_figures(df, settings, dragged)["loss_lr"].layout.xaxis.range) == (1000.4, 2000.6)
+    other_axis = view.ZoomState(lo=1000, hi=2001, exact=("time", "2026-01-01 00:00:01", "2026-01-01 00:00:09"))
+    assert tuple(view.live_figures(df, settings, other_axis)["loss_lr"].layout.xaxis.range) == (1000, 2001)
+    read = SimpleNamespace(key=("r", 1))  # what figures_key reads of a RunFrame
+    assert view.figures_key(read, settings, dragged) != view.figures_key(read, settings, other_axis)
 
 
 def test_figures_key_changes_with_new_rows_settings_and_zoom(tmp_path: Path) -> None:
