@@ -91,7 +91,8 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
 
         # 3. hide lr through its legend entry
         entry = page.locator(f".st-key-{CHART} .legend .traces").filter(has_text=re.compile(r"^lr$"))
-        entry.locator(".legendtoggle").first.click(force=True)
+        toggle = entry.locator(".legendtoggle").first
+        poll(lambda: toggle.click(force=True, timeout=1000) or True, 10, what="a legend click")  # not mid-redraw
         poll(lambda: (chart_state(page, CHART, "lr") or {}).get("visible") == "legendonly", timeout=5, what="lr hidden")
 
         # 4. new points arrive through two refreshes: the zoom and the legend state hold
@@ -246,8 +247,8 @@ def test_value_tiles_show_whole_values(shared: tuple[str, LiveRun], width: int) 
     with chromium_page(width=width, height=1000) as page:
         for name, (link, values) in expected.items():
             page.goto(f"{url}/{link}", wait_until="domcontentloaded")
-            tiles = poll(
-                lambda values=values: (t := page.evaluate(_JS_TILES)) and len(t) >= len(values) and t,
+            tiles = poll(  # every tile drawn, labels included (they render a moment after the values)
+                lambda values=values: (t := page.evaluate(_JS_TILES)) and set(values) <= {x["label"] for x in t} and t,
                 timeout=45,
                 what=f"the {name} page's tiles",
             )
@@ -307,7 +308,8 @@ def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str,
         for attempt in range(8):
             want = "legendonly" if attempt % 2 == 0 else True
             toggle = page.locator(entry).filter(has_text=re.compile(r"^lr$")).locator(".legendtoggle").first
-            toggle.click(force=True)
+            # a click on a legend being redrawn ("not visible") is tried again, as a person would
+            poll(lambda toggle=toggle: toggle.click(force=True, timeout=1000) or True, 10, what="a legend click")
             last = run.write(10)
             poll(
                 lambda last=last, want=want: (
