@@ -90,7 +90,10 @@ def test_a_paced_demo_can_be_watched_and_stopped(tmp_path: Path) -> None:
     assert proc.returncode == 130, out.decode()
     train = _train_records(run_dir)
     gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(train)]
-    assert min(gaps[1:]) >= 0.19, gaps  # 2 steps of at least 0.1 s each between records
+    # Paced by deadlines (a late step is caught up), so single gaps jitter around 0.2 s; the rate holds.
+    rate = (train[-1]["t"] - train[1]["t"]) / (train[-1]["step"] - train[1]["step"])
+    assert rate >= 0.099, gaps  # at least 0.1 s a step on average
+    assert min(gaps[1:]) >= 0.1, gaps
     assert train[-1]["step"] < 200  # stopped early
     meta = read_meta(run_dir)
     assert meta["status"] == "stopped" and "SIGTERM" in meta["reason"]
