@@ -26,6 +26,7 @@ from monitor_cb.storage.objects import Entry
 from monitor_cb.storage.urls import StorageError
 
 if TYPE_CHECKING:
+    from monitor_cb.ingest.colcache import Fingerprint
     from monitor_cb.ingest.remote import RemotePath, RemoteRoot
 
 _IDLE_AFTER_S = 60.0
@@ -61,6 +62,7 @@ class RemoteTail:
         self._waiting = 0  # bytes of a cut-short chunk
         self._anchor_lost = False
         self._final = False  # its metadata said finished at the last poll
+        self._verify = False  # resumed from the columnar cache: compare the bytes before reading on
 
     @property
     def pending(self) -> int:
@@ -125,8 +127,9 @@ class RemoteTail:
     # ------------------------------------------------------------------ chunked files
     def _poll_chunks(self, chunks: list[tuple[tuple[int, int], Entry]]) -> Iterator[Chunk | Skipped]:
         chunks.sort(key=lambda c: (c[0][0], -c[0][1]))
-        if self._anchor is not None and self._anchor_lost and not self._still_same(chunks):
+        if (self._verify or (self._anchor is not None and self._anchor_lost)) and not self._still_same(chunks):
             yield from self._reset()
+        self._verify = False
         self._waiting = 0
         todo: list[tuple[int, Entry]] = []  # (bytes to skip at its start, chunk)
         reach = self._received
@@ -193,8 +196,11 @@ class RemoteTail:
         if entry.etag == self._object_etag and entry.size == self.size:
             return
         store = self.root.store
-        if self._object_etag is not None and (entry.size < self._received or not self._object_same(entry)):
+        if (self._object_etag is not None or self._verify) and (
+            entry.size < self._received or not self._object_same(entry)
+        ):
             yield from self._reset()
+        self._verify = False
         self._object_etag = entry.etag
         self.size = entry.size
         self.mtime = max(self.mtime, entry.mtime)
@@ -213,6 +219,26 @@ class RemoteTail:
             return True
         low = self.offset - len(self._window)
         return store.read(entry.path, low, self.offset) == self._window
+
+    # ------------------------------------------------------------------ the columnar cache
+    def fingerprint(self) -> Fingerprint | None:
+        """What the bytes read so far are (head and the window before the offset; no sampled blocks,
+        each would be a request)."""
+        from monitor_cb.ingest.colcache import Fingerprint
+
+        if self.offset == 0 or self._skipping or self._partial:
+            return None
+        return Fingerprint(self.offset, self._head, self._window)
+
+    def resume(self, fingerprint: Fingerprint) -> bool:
+        """Continue after the cached prefix; its bytes are compared with the store at the next poll
+        (two range reads) before anything after them is read, and a mismatch starts the file over."""
+        if self.offset or self._received or fingerprint.offset <= 0:
+            return False
+        self.offset = self._received = self.size = fingerprint.offset
+        self._head, self._window = fingerprint.head, fingerprint.window
+        self._verify = True
+        return True
 
     # ------------------------------------------------------------------ bytes -> lines
     def _feed(self, data: bytes) -> Iterator[Chunk | Skipped]:

@@ -18,10 +18,13 @@ from monitor_cb.ingest.parse import BULK_MIN_BYTES, ChunkParser
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.ingest.table import RankTable
 from monitor_cb.ingest.tail import Chunk, FileTail
+from monitor_cb.ingest.tiered import TieredTable
 from monitor_cb.record import meta_path_for
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from monitor_cb.ingest.colcache import ColumnarCache
 
 MAX_BAD_KEPT = 1000  # bad lines remembered with their offsets; all are counted
 _RECENT = 64  # records that define the usual interval
@@ -86,6 +89,9 @@ class MetricsSource(TableSource):
         line_cap: longer lines are skipped as bad.
         bulk_min_bytes: chunks this large go through polars.
         tail: what follows the file; default a :class:`FileTail` (a remote root passes its own).
+        cache: where the rows of the file's settled prefix are kept (:mod:`monitor_cb.ingest.colcache`);
+            None: no cache.
+        lazy: rows read from the cache stay on disk until a frame is asked for.
     """
 
     def __init__(
@@ -96,16 +102,27 @@ class MetricsSource(TableSource):
         line_cap: int = DEFAULT_LINE_CAP,
         bulk_min_bytes: int = BULK_MIN_BYTES,
         tail: FileTail | None = None,
+        cache: ColumnarCache | None = None,
+        lazy: bool = True,
     ) -> None:
         super().__init__(rank)
+        self.table: TieredTable = TieredTable(rank)  # type: ignore[assignment]
         self.path = path
         self.tail = tail if tail is not None else FileTail(path, root, line_cap)
         self.parser = ChunkParser(line_cap, bulk_min_bytes)
         self.meta_path = meta_path_for(path)
+        self.cache = cache
+        self.lazy = lazy
+        self.cached_offset = 0  # bytes of the file the cache file holds (0: none)
+        self.cache_hit = False  # the rows came from the cache (for tests and benchmarks)
+        self._cache_checked = cache is None
 
     def poll(self) -> int:
         """Read what is new; returns the number of records taken (0 when idle)."""
         with self.lock:
+            if not self._cache_checked:
+                self._cache_checked = True
+                self._from_cache()
             taken = self._read_new()
             if self.parser.reread:
                 # A key turned numeric after its text values went into the table: read the file
@@ -115,6 +132,8 @@ class MetricsSource(TableSource):
                 self.tail.rewind()
                 taken = self._read_new()
             self.last_poll = time.time()
+            if taken and self.cache is not None:
+                self._maybe_write_cache()
             return taken
 
     def _read_new(self) -> int:
@@ -131,11 +150,61 @@ class MetricsSource(TableSource):
                 self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
         return taken
 
+    # ------------------------------------------------------------------ the columnar cache
+    def _from_cache(self) -> None:
+        """Start from the cache file when it describes exactly the bytes the file begins with."""
+        assert self.cache is not None
+        cached = self.cache.open(self.path, self.table.rank)
+        if cached is None:
+            return
+        header = cached.header
+        try:
+            table = TieredTable.from_cache(cached, lazy=self.lazy)
+        except Exception as exc:  # noqa: BLE001 - a damaged cache file costs a full parse, nothing more
+            self.cache.last_error = f"{cached.path}: {str(exc)[:200]}"
+            return
+        if not self.tail.resume(header.fingerprint):
+            return
+        self.table = table
+        self.parser.kinds = dict(header.kinds)
+        self.bad_count = header.bad_count
+        self.bad_lines = [BadLine(offset, reason) for offset, reason in header.bad_lines]
+        self.cached_offset = header.fingerprint.offset
+        self.cache_hit = True
+
+    def _maybe_write_cache(self) -> None:
+        """Write the rows read so far once enough bytes came after the last cache file."""
+        from monitor_cb.ingest.colcache import CacheHeader, Summary
+
+        assert self.cache is not None
+        offset = self.tail.offset
+        if not self.cache.due(offset, self.cached_offset):
+            return
+        fingerprint = self.tail.fingerprint()
+        if fingerprint is None:
+            return
+        state = self.table.state()
+        header = CacheHeader(
+            fingerprint=fingerprint,
+            rank=state.rank,
+            n_main=state.n,
+            kinds=dict(self.parser.kinds),
+            bad_count=self.bad_count,
+            bad_lines=tuple((b.offset, b.reason) for b in self.bad_lines),
+            summary=Summary.of(state),
+            last_step=state.last_step,
+            last_seg=state.last_seg,
+            has_seg=state.has_seg,
+        )
+        if self.cache.write(self.path, state, header):
+            self.cached_offset = offset
+
     def _reset(self) -> None:
         self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)
         self._clear()
 
     def _clear(self) -> None:
         self.table.clear()
+        self.cached_offset = 0
         self.bad_count = 0
         self.bad_lines = []

@@ -80,6 +80,8 @@ class RunStore:
         line_cap: longer lines are skipped as bad.
         bulk_min_bytes: chunks at least this large are parsed with polars.
         clock: Unix time source (tests drive it).
+        cache: keep the rows of settled prefixes in the columnar cache (:mod:`monitor_cb.ingest.colcache`):
+            None follows ``$MONITOR_CACHE`` (on unless "off"), False never, True always, or the places to use.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class RunStore:
         line_cap: int = DEFAULT_LINE_CAP,
         bulk_min_bytes: int = BULK_MIN_BYTES,
         clock: Callable[[], float] = time.time,
+        cache: bool | list[Any] | None = None,
     ) -> None:
         root = root if root is not None else log_root()
         self.remote = _remote_root(root)  # the RemoteRoot of a URL root; None for a local directory
@@ -106,6 +109,7 @@ class RunStore:
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
+        self.cache = _columnar_cache(root if self.remote is None else str(self.remote.url), self.root, cache)
 
     # ------------------------------------------------------------------ discovery
     def refresh(self, force: bool = False) -> None:
@@ -135,7 +139,7 @@ class RunStore:
     def _source(self, path: Path) -> MetricsSource:
         rank = rank_from_filename(path)
         tail = self.remote.tail(path, self.line_cap) if self.remote is not None else None
-        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail)
+        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail, self.cache)
 
     def _run(self, run_id: str) -> _Run:
         self.refresh()
@@ -280,6 +284,22 @@ class RunStore:
                 hit = Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order, version, ignored)
                 run.merged = {version: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
+
+
+def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> Any:
+    """The store's :class:`~monitor_cb.ingest.colcache.ColumnarCache`, or None when caching is off."""
+    if setting is False:
+        return None
+    from monitor_cb.ingest.colcache import ColumnarCache, places_for
+
+    if isinstance(setting, list):
+        places = setting
+    else:
+        env = dict(os.environ)
+        if setting is True and env.get("MONITOR_CACHE", "").lower() in ("off", "0", "false", "no"):
+            env.pop("MONITOR_CACHE")
+        places = places_for(root, env)
+    return ColumnarCache(places, path) if places else None
 
 
 def _remote_root(root: Any) -> Any:

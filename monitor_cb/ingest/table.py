@@ -13,6 +13,7 @@ an earlier frame can see, so a frame handed out never changes under its reader.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +31,99 @@ _VERSIONS = itertools.count(1)
 
 # (steps, segs, name -> (values, logged, is_text)) of rows a later segment replaced
 _HistoryPart = tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, bool]]]
+
+
+# name -> (values, logged) of a table's rows
+Columns = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table's rows and the state its next append depends on, as plain arrays (what the columnar cache stores).
+
+    ``floats`` and ``texts`` keep the table's column order; ``t`` is among the floats' neighbours as its own
+    field. ``history`` holds the rows later segments replaced, as one part (steps, segs, columns).
+    """
+
+    rank: int
+    step: np.ndarray
+    seg: np.ndarray
+    t: tuple[np.ndarray, np.ndarray]
+    floats: Columns = field(default_factory=dict)
+    texts: Columns = field(default_factory=dict)
+    history: tuple[np.ndarray, np.ndarray, Columns] | None = None
+    last_step: int = 0
+    last_seg: int = 0
+    has_seg: bool = False
+
+    @property
+    def n(self) -> int:
+        return len(self.step)
+
+    def head(self, rows: int) -> TableState:
+        """The first ``rows`` main rows (views), with this state's history and append state."""
+        cut = {name: (v[:rows], lg[:rows]) for name, (v, lg) in self.floats.items()}
+        texts = {name: (v[:rows], lg[:rows]) for name, (v, lg) in self.texts.items()}
+        return TableState(
+            self.rank, self.step[:rows], self.seg[:rows], (self.t[0][:rows], self.t[1][:rows]), cut, texts,
+            self.history, self.last_step, self.last_seg, self.has_seg,
+        )  # fmt: skip
+
+    def rows(self, start: int) -> TableState:
+        """Main rows from ``start`` on (views), without history: what a tail table starts from."""
+        cut = {name: (v[start:], lg[start:]) for name, (v, lg) in self.floats.items()}
+        texts = {name: (v[start:], lg[start:]) for name, (v, lg) in self.texts.items()}
+        return TableState(
+            self.rank, self.step[start:], self.seg[start:], (self.t[0][start:], self.t[1][start:]), cut, texts,
+            None, self.last_step, self.last_seg, self.has_seg,
+        )  # fmt: skip
+
+
+def concat_states(first: TableState, second: TableState) -> TableState:
+    """``first``'s main rows then ``second``'s (all of whose steps come later); histories joined; append state
+    from ``second``. Columns missing on one side are not logged there."""
+    n1, n2 = first.n, second.n
+
+    def joined(a: Columns, b: Columns, text: bool) -> Columns:
+        out: Columns = {}
+        for name in dict.fromkeys([*a, *b]):
+            parts = [_or_missing(a.get(name), n1, text), _or_missing(b.get(name), n2, text)]
+            out[name] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        return out
+
+    t = joined({"t": first.t}, {"t": second.t}, False)["t"]
+    histories = [h for h in (first.history, second.history) if h is not None and len(h[0])]
+    history = None
+    if histories:
+        history = histories[0] if len(histories) == 1 else _join_history(histories)
+    return TableState(
+        second.rank if n2 else first.rank,
+        np.concatenate([first.step, second.step]),
+        np.concatenate([first.seg, second.seg]),
+        t,
+        joined(first.floats, second.floats, False),
+        joined(first.texts, second.texts, True),
+        history,
+        second.last_step,
+        second.last_seg,
+        second.has_seg,
+    )
+
+
+def _or_missing(got: tuple[np.ndarray, np.ndarray] | None, rows: int, text: bool) -> tuple[np.ndarray, np.ndarray]:
+    if got is not None:
+        return got
+    return np.full(rows, None if text else np.nan, object if text else np.float64), np.zeros(rows, bool)
+
+
+def _join_history(parts: list[tuple[np.ndarray, np.ndarray, Columns]]) -> tuple[np.ndarray, np.ndarray, Columns]:
+    names = dict.fromkeys(name for part in parts for name in part[2])
+    columns: Columns = {}
+    for name in names:
+        text = any(part[2][name][0].dtype == object for part in parts if name in part[2])
+        pieces = [_or_missing(part[2].get(name), len(part[0]), text) for part in parts]
+        columns[name] = (np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), columns
 
 
 class _Column:
@@ -164,6 +258,54 @@ class RankTable:
             masks[name] = _read_only(np.concatenate(logged)[order])
         return pd.DataFrame(data, copy=False), masks
 
+    # ------------------------------------------------------------------ state
+    def state(self) -> TableState:
+        """The rows as read-only views (they never change later: writes copy first) and the append state."""
+        n = self.n
+        self._shared = n
+        history = _join_history(self._history) if len(self._history) > 1 else (self._history or [None])[0]
+        if history is not None:
+            history = (history[0], history[1], {name: (c[0], c[1]) for name, c in history[2].items()})
+        return TableState(
+            rank=self.rank,
+            step=_read_only(self._step[:n]),
+            seg=_read_only(self._seg[:n]),
+            t=(_read_only(self._t.values[:n]), _read_only(self._t.logged[:n])),
+            floats={name: (_read_only(c.values[:n]), _read_only(c.logged[:n])) for name, c in self.floats.items()},
+            texts={name: (_read_only(c.values[:n]), _read_only(c.logged[:n])) for name, c in self.texts.items()},
+            history=history,
+            last_step=self._last_step,
+            last_seg=self._last_seg,
+            has_seg=self._has_seg,
+        )
+
+    @classmethod
+    def from_state(cls, state: TableState, headroom: float = 0.25) -> RankTable:
+        """A table holding ``state``'s rows in its own buffers (copied, with room to grow), ready to append."""
+        table = cls(state.rank)
+        n = state.n
+        cap = max(_MIN_CAPACITY, n + int(n * headroom))
+        table._cap = cap
+        table._step = _grown(np.asarray(state.step, np.int64), cap)
+        table._seg = _grown(np.asarray(state.seg, np.int64), cap)
+        table._rank = np.full(cap, state.rank, np.int64)
+
+        def column(pair: tuple[np.ndarray, np.ndarray], dtype: type) -> _Column:
+            return _Column(_grown(np.asarray(pair[0], dtype), cap), _grown(np.asarray(pair[1], bool), cap))
+
+        table._t = column(state.t, np.float64)
+        for name, pair in state.floats.items():
+            table.floats[name] = column(pair, np.float64)
+        for name, pair in state.texts.items():
+            table.texts[name] = column(pair, object)
+        if state.history is not None and len(state.history[0]):
+            steps, segs, columns = state.history
+            text = {name: values.dtype == object for name, (values, _) in columns.items()}
+            table._history = [(steps, segs, {name: (v, lg, text[name]) for name, (v, lg) in columns.items()})]
+        table.n = n
+        table._last_step, table._last_seg, table._has_seg = state.last_step, state.last_seg, state.has_seg
+        return table
+
     # ------------------------------------------------------------------ writing
     def append(self, batch: Batch) -> int:
         """Merge a batch in; returns the number of records taken."""
@@ -215,7 +357,8 @@ class RankTable:
         if valid.any() or self._has_seg:
             self._has_seg = True
             return raw if valid.all() else _forward_fill(raw, valid, max(self._last_seg, 1))
-        previous = np.r_[self._last_step if self.n else step[0], step[:-1]]
+        # _last_seg is 0 until a first append (also in a table restored from a state with no rows)
+        previous = np.r_[self._last_step if self._last_seg else step[0], step[:-1]]
         return max(self._last_seg, 1) + np.cumsum(step < previous)
 
     def _merge_segment(self, seg: int, groups: _Groups) -> None:

@@ -15,9 +15,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
 from monitor_cb.ingest.safepath import is_within
+
+if TYPE_CHECKING:
+    from monitor_cb.ingest.colcache import Fingerprint
 
 FINGERPRINT_BYTES = 4096
 READ_CHUNK = 256 << 20  # bytes handed to the parser at once; bounds memory on huge files
@@ -149,6 +153,61 @@ class FileTail:
         self._window = b""
         self._skipping = False
         self._signature = None
+
+    # ------------------------------------------------------------------ the columnar cache
+    def fingerprint(self) -> Fingerprint | None:
+        """What the bytes read so far are (for the columnar cache); None when the file changed since."""
+        from monitor_cb.ingest.colcache import Fingerprint, sample_hash
+
+        if self.offset == 0 or self._skipping:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not self._same_file(fd, st):
+                return None
+            samples = sample_hash(fd, self.offset)
+        finally:
+            os.close(fd)
+        ident = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+        return Fingerprint(self.offset, self._head, self._window, samples, ident)
+
+    def resume(self, fingerprint: Fingerprint) -> bool:
+        """Continue after the prefix ``fingerprint`` describes, if the file still holds exactly those bytes.
+
+        Compares the first and last bytes before the offset and the sampled blocks (a file
+        truncated, replaced or rewritten in the middle fails); on success the next poll reads from
+        the offset. Only a tail that has read nothing yet can resume.
+        """
+        from monitor_cb.ingest.colcache import sample_hash
+
+        if self.offset or fingerprint.offset <= 0 or fingerprint.samples is None:
+            return False
+        if self.root is not None and not is_within(self.path, self.root):
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            offset = fingerprint.offset
+            if not stat.S_ISREG(st.st_mode) or st.st_size < offset:
+                return False
+            head, window = fingerprint.head, fingerprint.window
+            if os.pread(fd, len(head), 0) != head or os.pread(fd, len(window), offset - len(window)) != window:
+                return False
+            if sample_hash(fd, offset) != fingerprint.samples:
+                return False
+        finally:
+            os.close(fd)
+        self.offset = offset
+        self._head, self._window = head, window
+        self._ident = (st.st_ino, st.st_dev)
+        return True
 
     def _restart(self) -> None:
         self.offset = 0

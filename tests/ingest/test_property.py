@@ -190,3 +190,102 @@ def test_table_matches_a_naive_model(rows: list[tuple[int, int, str, float]], cu
                 got, want = frame[key].iloc[i], values[key]
                 assert got == want or (math.isnan(got) and math.isnan(want))
     assert len(table.frame(all_segments=True)) == len({(r["seg"], r["step"]) for r in records})
+
+
+# ----------------------------------------------------------------------------- the columnar cache
+CACHE_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 6)),
+        st.tuples(st.just("resume"), st.integers(1, 8)),  # a restarted writer: back some steps, next segment
+        st.tuples(st.just("eval"), st.integers(0, 20)),  # a record merged into an earlier step
+        st.tuples(st.just("partial"), st.integers(1, 3)),
+        st.tuples(st.just("truncate"), st.just(0)),
+        st.tuples(st.just("replace"), st.integers(1, 6)),
+        st.tuples(st.just("reopen"), st.just(0)),  # a new server: cache file + tail
+        st.tuples(st.just("poll"), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=CACHE_OPS, overlay=st.sampled_from([1, 3, 1024]))
+def test_cache_and_jsonl_give_the_same_frame(ops: list[tuple[str, int]], overlay: int) -> None:
+    """Whatever happens to the file between servers, the cache plus the tail reads as the file does."""
+    import numpy as np
+    from pandas.testing import assert_frame_equal
+
+    from monitor_cb.ingest import tiered
+    from monitor_cb.ingest.colcache import ColumnarCache, Place
+    from monitor_cb.ingest.source import MetricsSource
+
+    saved, tiered.OVERLAY = tiered.OVERLAY, overlay
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            path = root / "metrics.jsonl"
+            path.write_bytes(b"")
+            cache = ColumnarCache([Place(root / ".monitor", root)], root, min_bytes=1, growth=1)
+            state = {"step": 0, "seg": 1, "partial": b""}
+
+            def rec(step: int, **extra: object) -> bytes:
+                value = float("nan") if step % 5 == 0 else 1.0 / step
+                return line({"step": step, "seg": state["seg"], "t": float(step), "loss": value, **extra})
+
+            def write(data: bytes) -> None:
+                with open(path, "ab") as handle:
+                    handle.write(state["partial"] + data)  # a partial line is completed first
+                state["partial"] = b""
+
+            source = MetricsSource(path, cache=cache)
+            for op, arg in ops:
+                if op == "append":
+                    data = b""
+                    for _ in range(arg):
+                        state["step"] += 1
+                        data += rec(state["step"], **({"acc": 0.5} if state["step"] % 3 == 0 else {}))
+                    write(data)
+                elif op == "resume":
+                    state["seg"] += 1
+                    state["step"] = max(state["step"] - arg, 0)
+                elif op == "eval" and state["step"]:
+                    write(line({"step": max(state["step"] - arg, 1), "seg": state["seg"], "eval_loss": 0.1 * arg}))
+                elif op == "partial":
+                    state["step"] += 1
+                    full = rec(state["step"])
+                    write(full[: len(full) // (arg + 1)])
+                    state["partial"] = full[len(full) // (arg + 1) :]
+                    with open(path, "ab"):
+                        pass
+                elif op == "truncate":
+                    with open(path, "r+b") as handle:
+                        handle.truncate(0)
+                    state.update(step=0, seg=1, partial=b"")
+                elif op == "replace":
+                    state.update(step=0, seg=1, partial=b"")
+                    data = b""
+                    for _ in range(arg):
+                        state["step"] += 1
+                        data += rec(state["step"], other=1.0)
+                    tmp_file = path.with_name("next.tmp")
+                    tmp_file.write_bytes(data)
+                    os.replace(tmp_file, path)
+                elif op == "reopen":
+                    source = MetricsSource(path, cache=cache)
+                else:
+                    reopened = MetricsSource(path, cache=cache)  # another server: the last cache file + the tail
+                    reopened.poll()
+                    source.poll()  # (writes the next cache file)
+                    want = MetricsSource(path)
+                    want.poll()
+                    for got in (source, reopened):
+                        for all_segments in (False, True):
+                            _, frame, masks = got.frame_and_masks(all_segments)
+                            _, want_frame, want_masks = want.frame_and_masks(all_segments)
+                            assert_frame_equal(frame, want_frame)
+                            assert sorted(masks) == sorted(want_masks)
+                            for name, mask in want_masks.items():
+                                assert np.array_equal(masks[name], mask), name
+                        assert got.bad_count == want.bad_count
+    finally:
+        tiered.OVERLAY = saved

@@ -1,0 +1,175 @@
+"""A file's rows as its cached prefix on disk plus the rows read after it, loaded when asked for.
+
+A run with 64 ranks (or a thousand finished runs in the list) must not hold every rank's rows in
+memory to show what its charts show. A :class:`TieredTable` opened from the columnar cache keeps
+the cached rows on disk (:class:`~monitor_cb.ingest.colcache.CachedRows`) and only the last
+:data:`OVERLAY` of them in a small :class:`~monitor_cb.ingest.table.RankTable` that new records go
+into: the run list, the status and the band across ranks read that. The first caller that wants
+the rows themselves (a frame) makes it a plain table: the cached rows copied into memory, then the
+small table's. Records that would change a row of the part left on disk (a resume that rewinds
+further than the overlay) do the same first, so the result is always what one table reading the
+whole file would hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from monitor_cb.ingest.batch import Batch
+from monitor_cb.ingest.table import RankTable, TableState, concat_states
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from monitor_cb.ingest.colcache import CachedRows
+
+OVERLAY = 1024  # cached rows kept in memory: a late eval record at a recent step lands here
+
+
+class TieredTable:
+    """RankTable's reading and appending interface over an optional on-disk prefix.
+
+    Args:
+        rank: the rank (records may not carry it).
+    """
+
+    def __init__(self, rank: int = 0) -> None:
+        self._full: RankTable | None = RankTable(rank)
+        self._tail: RankTable | None = None
+        self._cached: CachedRows | None = None
+        self._frozen = 0  # cached rows left on disk
+        self._frozen_first: int | None = None
+        self._frozen_last = -1  # the last step left on disk
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_cache(cls, cached: CachedRows, lazy: bool = True) -> TieredTable:
+        """The cached rows; with ``lazy`` all but the last :data:`OVERLAY` of them stay on disk."""
+        table = cls(cached.header.rank)
+        state = cached.state()
+        if not lazy or state.n <= OVERLAY:
+            table._full = RankTable.from_state(state)
+            return table
+        frozen = state.n - OVERLAY
+        table._full = None
+        table._tail = RankTable.from_state(state.rows(frozen))
+        table._cached = cached
+        table._frozen = frozen
+        table._frozen_first = int(state.step[0])
+        table._frozen_last = int(state.step[frozen - 1])
+        return table
+
+    @property
+    def lazy(self) -> bool:
+        """Whether rows are still left on disk."""
+        return self._full is None
+
+    def materialize(self) -> RankTable:
+        """Every row in memory (a plain table from now on)."""
+        if self._full is None:
+            assert self._tail is not None and self._cached is not None
+            frozen = self._cached.state().head(self._frozen)
+            self._full = RankTable.from_state(concat_states(frozen, self._tail.state()))
+            self._tail, self._cached = None, None
+        return self._full
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def rank(self) -> int:
+        return (self._full or self._tail).rank  # type: ignore[union-attr]
+
+    @rank.setter
+    def rank(self, value: int) -> None:
+        (self._full or self._tail).rank = value  # type: ignore[union-attr]
+
+    @property
+    def version(self) -> int:
+        return (self._full or self._tail).version  # type: ignore[union-attr]
+
+    @property
+    def n(self) -> int:
+        return self._full.n if self._full is not None else self._frozen + self._tail.n  # type: ignore[union-attr]
+
+    @property
+    def first_step(self) -> int | None:
+        return self._full.first_step if self._full is not None else self._frozen_first
+
+    @property
+    def last_step(self) -> int | None:
+        return (self._full or self._tail).last_step  # type: ignore[union-attr]
+
+    @property
+    def history_rows(self) -> int:
+        return self.materialize().history_rows
+
+    def times(self, count: int) -> np.ndarray:
+        table = self._full or self._tail
+        assert table is not None
+        if table.n >= count or self._full is not None:
+            return table.times(count)
+        return self.materialize().times(count)
+
+    def frame(self, all_segments: bool = False) -> pd.DataFrame:
+        return self.materialize().frame(all_segments)
+
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        return self.materialize().frame_and_masks(all_segments)
+
+    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
+        return self.materialize().logged(column, all_segments)
+
+    def state(self) -> TableState:
+        """Every row as a :class:`TableState` (the part on disk mapped, not loaded)."""
+        if self._full is not None:
+            return self._full.state()
+        assert self._tail is not None and self._cached is not None
+        return concat_states(self._cached.state().head(self._frozen), self._tail.state())
+
+    def columns(self, names: list[str]) -> TableState:
+        """The main rows with only the metric columns ``names`` (for aggregating ranks): nothing else is read."""
+        if self._full is not None:
+            state = self._full.state()
+            return _only(state, names)
+        assert self._tail is not None and self._cached is not None
+        frozen = self._cached.state(names).head(self._frozen)
+        return concat_states(_only(frozen, names), _only(self._tail.state(), names))
+
+    # ------------------------------------------------------------------ writing
+    def append(self, batch: Batch) -> int:
+        if self._full is None and not self._fits_tail(batch):
+            self.materialize()
+        return (self._full or self._tail).append(batch)  # type: ignore[union-attr]
+
+    def clear(self) -> None:
+        rank = self.rank
+        self._full, self._tail, self._cached = RankTable(rank), None, None
+        self._frozen, self._frozen_first, self._frozen_last = 0, None, -1
+
+    def _fits_tail(self, batch: Batch) -> bool:
+        """Whether every record lands after the rows left on disk (so none of them can change)."""
+        assert self._tail is not None
+        if len(batch) == 0:
+            return True
+        steps = self._tail._resolve_steps(batch.step)  # pure: the steps append will give these records
+        return bool(steps.min() > self._frozen_last)
+
+
+def _only(state: TableState, names: list[str]) -> TableState:
+    wanted = set(names)
+    return TableState(
+        state.rank,
+        state.step,
+        state.seg,
+        state.t,
+        {k: v for k, v in state.floats.items() if k in wanted},
+        {k: v for k, v in state.texts.items() if k in wanted},
+        None,
+        state.last_step,
+        state.last_seg,
+        state.has_seg,
+    )
+
+
+__all__ = ["OVERLAY", "TieredTable"]
