@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from monitor_cb.ingest.colcache import ColumnarCache
+    from monitor_cb.ingest.summaries import Ident, SourceSummary
 
 MAX_BAD_KEPT = 1000  # bad lines remembered with their offsets; all are counted
 _RECENT = 64  # records that define the usual interval
@@ -51,6 +52,10 @@ class TableSource:
     def poll(self) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def read_rows(self) -> int:
+        """Poll, with the rows themselves in memory afterwards (a file only listed so far is read)."""
+        return self.poll()
+
     def frame(self, all_segments: bool = False) -> pd.DataFrame:
         with self.lock:
             return self.table.frame(all_segments)
@@ -71,6 +76,27 @@ class TableSource:
             if self._interval[0] != version:
                 self._interval = (version, usual_interval(self.table.times(_RECENT)))
             return self._interval[1]
+
+    def summary(self) -> SourceSummary:
+        """What the run list shows of this file (no rows copied)."""
+        from monitor_cb.ingest.summaries import SourceSummary
+
+        with self.lock:
+            table = self.table
+            return SourceSummary(
+                rank=table.rank,
+                n=table.n,
+                first_step=table.first_step if table.n else None,
+                last_step=table.last_step if table.n else None,
+                last_write=self.tail.mtime,  # type: ignore[attr-defined]
+                pending=self.tail.pending,  # type: ignore[attr-defined]
+                bad_count=self.bad_count,
+                interval=self.usual_interval(),
+            )
+
+    def summary_version(self) -> tuple[int, ...]:
+        """Changes whenever :meth:`summary` may (the store reuses a RunInfo while it does not)."""
+        return (self.table.version, self.bad_count, hash(self.tail.mtime), self.tail.pending)  # type: ignore[attr-defined]
 
     def _count_bad(self, bad: list[BadLine]) -> None:
         self.bad_count += len(bad)
@@ -116,10 +142,15 @@ class MetricsSource(TableSource):
         self.cached_offset = 0  # bytes of the file the cache file holds (0: none)
         self.cache_hit = False  # the rows came from the cache (for tests and benchmarks)
         self._cache_checked = cache is None
+        self._listed: tuple[Ident, SourceSummary, int] | None = None  # from the root's index: not read yet
 
     def poll(self) -> int:
         """Read what is new; returns the number of records taken (0 when idle)."""
         with self.lock:
+            if self._listed is not None:
+                if self._listed_unchanged():
+                    return 0
+                self._listed = None
             if not self._cache_checked:
                 self._cache_checked = True
                 self._from_cache()
@@ -149,6 +180,59 @@ class MetricsSource(TableSource):
             else:
                 self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
         return taken
+
+    # ------------------------------------------------------------------ listed from the root's index
+    def adopt_summary(self, ident: Ident, summary: SourceSummary) -> None:
+        """List this file from its summary until it changes or its rows are asked for (one stat per poll)."""
+        from monitor_cb.ingest.table import _VERSIONS
+
+        with self.lock:
+            if self.tail.offset == 0 and self.table.n == 0:
+                self._listed = (ident, summary, next(_VERSIONS))
+
+    def _listed_unchanged(self) -> bool:
+        from monitor_cb.ingest.summaries import file_ident
+
+        assert self._listed is not None
+        return file_ident(self.path) == self._listed[0]
+
+    def summary(self) -> SourceSummary:
+        listed = self._listed
+        return listed[1] if listed is not None else super().summary()
+
+    def summary_version(self) -> tuple[int, ...]:
+        listed = self._listed
+        return (listed[2],) if listed is not None else super().summary_version()
+
+    def ident(self) -> Ident | None:
+        """The file's identity as last read completely (None for remote files, or a file being read)."""
+        listed = self._listed
+        if listed is not None:
+            return listed[0]
+        signature = getattr(self.tail, "_signature", None)
+        return signature if signature is not None and len(signature) == 5 else None  # type: ignore[return-value]
+
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        self._read_listed()
+        return super().frame_and_masks(all_segments)
+
+    def frame(self, all_segments: bool = False) -> pd.DataFrame:
+        self._read_listed()
+        return super().frame(all_segments)
+
+    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
+        self._read_listed()
+        return super().logged(column, all_segments)
+
+    def read_rows(self) -> int:
+        with self.lock:
+            self._listed = None
+            return self.poll()
+
+    def _read_listed(self) -> None:
+        """Rows are asked for: a file listed from the index is read now."""
+        if self._listed is not None:
+            self.read_rows()
 
     # ------------------------------------------------------------------ the columnar cache
     def _from_cache(self) -> None:

@@ -26,6 +26,7 @@ from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
+from monitor_cb.ingest.summaries import SourceSummary
 from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
 from monitor_cb.logroot import log_root
 from monitor_cb.record import rank_from_filename
@@ -110,6 +111,7 @@ class RunStore:
         self._scanned_at = -float("inf")
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
         self.cache = _columnar_cache(root if self.remote is None else str(self.remote.url), self.root, cache)
+        self.index = _summary_index(self.cache, self.root) if self.remote is None else None
 
     # ------------------------------------------------------------------ discovery
     def refresh(self, force: bool = False) -> None:
@@ -139,7 +141,16 @@ class RunStore:
     def _source(self, path: Path) -> MetricsSource:
         rank = rank_from_filename(path)
         tail = self.remote.tail(path, self.line_cap) if self.remote is not None else None
-        return MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail, self.cache)
+        source = MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail, self.cache)
+        if self.index is not None:
+            from monitor_cb.ingest.summaries import file_ident
+
+            summary = self.index.get(path)
+            if summary is not None:
+                ident = file_ident(path)
+                if ident is not None:
+                    source.adopt_summary(ident, summary)
+        return source
 
     def _run(self, run_id: str) -> _Run:
         self.refresh()
@@ -161,7 +172,19 @@ class RunStore:
         self.refresh()
         self.poll()
         infos = [self._info(run) for run in list(self._runs.values())]
+        self._update_index()
         return sorted(infos, key=lambda info: info.last_write, reverse=True)
+
+    def _update_index(self) -> None:
+        """Keep the root's summary index current, so the next server lists these files without reading them."""
+        if self.index is None:
+            return
+        for run in list(self._runs.values()):
+            for source in list(run.sources.values()):
+                ident = source.ident() if isinstance(source, MetricsSource) else None
+                if ident is not None:
+                    self.index.put(source.path, ident, source.summary())
+        self.index.flush()
 
     def run_info(self, run_id: str) -> RunInfo:
         """One run's :class:`RunInfo` (polled first)."""
@@ -178,37 +201,34 @@ class RunStore:
             metas = [run.tensorboard.meta for _ in sources]
         else:
             metas = [self._read_meta(source.meta_path) for source in sources]
-        key = tuple(
-            (id(s), s.table.version, s.bad_count, s.tail.mtime, s.tail.pending, id(m))
-            for s, m in zip(sources, metas, strict=True)
-        )
+        key = tuple((id(s), s.summary_version(), id(m)) for s, m in zip(sources, metas, strict=True))
         cached = run.info
         if cached is not None and cached[0] == key and (cached[2].status in FINAL or 0 <= now - cached[1] < 1.0):
             return cached[2]
-        info = self._fresh_info(run, sources, metas, now)
+        info = self._fresh_info(run, [s.summary() for s in sources], metas, now)
         run.info = (key, now, info)
         return info
 
-    def _fresh_info(self, run: _Run, sources: list[MetricsSource], metas: list[dict[str, Any]], now: float) -> RunInfo:
+    def _fresh_info(self, run: _Run, sources: list[SourceSummary], metas: list[dict[str, Any]], now: float) -> RunInfo:
         statuses = []
         for source, meta in zip(sources, metas, strict=True):
-            activity = FileActivity(meta, source.tail.mtime, source.tail.pending > 0, source.usual_interval())
+            activity = FileActivity(meta, source.last_write, source.pending > 0, source.interval)
             statuses.append(file_status(activity, now, self.policy))
         status, reason = combine(statuses)
-        meta = next((m for m, s in zip(metas, sources, strict=True) if s.table.rank == 0 and m), None) or next(
+        meta = next((m for m, s in zip(metas, sources, strict=True) if s.rank == 0 and m), None) or next(
             (m for m in metas if m), {}
         )
-        firsts = [s.table.first_step for s in sources if s.table.n]
-        lasts = [s.table.last_step for s in sources if s.table.n]
+        firsts = [s.first_step for s in sources if s.n and s.first_step is not None]
+        lasts = [s.last_step for s in sources if s.n and s.last_step is not None]
         return RunInfo(
             id=run.dir.id,
             name=str(meta.get("name") or (run.dir.path.name if run.dir.id != "." else self._root_name())),
             path=run.dir.path,
-            ranks=tuple(sorted({s.table.rank for s in sources})),
-            n_records=sum(s.table.n for s in sources),
-            first_step=min(firsts) if firsts else None,  # type: ignore[type-var]
-            last_step=max(lasts) if lasts else None,  # type: ignore[type-var]
-            last_write=max((s.tail.mtime for s in sources), default=0.0),
+            ranks=tuple(sorted({s.rank for s in sources})),
+            n_records=sum(s.n for s in sources),
+            first_step=min(firsts) if firsts else None,
+            last_step=max(lasts) if lasts else None,
+            last_write=max((s.last_write for s in sources), default=0.0),
             status=status,
             reason=reason,
             meta=meta,
@@ -261,13 +281,15 @@ class RunStore:
     def bad_lines(self, run_id: str) -> list[tuple[Path, BadLine]]:
         """Skipped lines (first ones, with their byte offsets) of every file of the run."""
         run = self._run(run_id)
+        for source in list(run.sources.values()):
+            source.read_rows()
         return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
 
     def _snapshot(self, run_id: str, rank: int | None, all_segments: bool) -> Snapshot:
         run = self._run(run_id)
+        for source in list(run.sources.values()):
+            source.read_rows()
         sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
-        for source in sources:
-            source.poll()
         if rank is not None:
             sources = [s for s in sources if s.table.rank == rank]
             if not sources:
@@ -300,6 +322,15 @@ def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> A
             env.pop("MONITOR_CACHE")
         places = places_for(root, env)
     return ColumnarCache(places, path) if places else None
+
+
+def _summary_index(cache: Any, root: Path) -> Any:
+    """The root's :class:`~monitor_cb.ingest.summaries.SummaryIndex` (kept where the cache is), or None."""
+    if cache is None:
+        return None
+    from monitor_cb.ingest.summaries import SummaryIndex
+
+    return SummaryIndex(cache.places, root)
 
 
 def _remote_root(root: Any) -> Any:

@@ -1,0 +1,160 @@
+"""What the run list needs of each metrics file, kept per log root so a fresh server need not parse them.
+
+``list_runs`` shows per run its ranks, record count, first and last step, last write, status and
+bad lines. On a fresh server that meant parsing every file under the root (2.5 to 6.5 s for 1,000
+runs of 300 steps). :class:`SummaryIndex` keeps one :class:`SourceSummary` per file in
+``<cache dir>/index.json`` with the file's identity (inode, device, size, mtime and ctime in ns); a
+file whose identity is unchanged is listed from its summary, with one ``stat`` and no read. A file
+that changed at all is read as before. Rows are never taken from here: reading a run's rows goes
+through the tail and the columnar cache, which compare the bytes themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+from monitor_cb.ingest.safepath import is_within
+
+INDEX_NAME = "index.json"
+FORMAT = 1
+WRITE_EVERY_S = 10.0  # the index is rewritten at most this often (and only when something changed)
+
+Ident = tuple[int, int, int, int, int]  # inode, device, size, mtime_ns, ctime_ns
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """One file as the run list sees it (no rows)."""
+
+    rank: int
+    n: int
+    first_step: int | None
+    last_step: int | None
+    last_write: float  # mtime, Unix s
+    pending: int  # bytes after the last newline
+    bad_count: int
+    interval: float | None  # usual seconds between records
+
+
+def file_ident(path: PurePath) -> Ident | None:
+    """The identity of a local file (None when it cannot be stat'ed or is no regular file)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class SummaryIndex:
+    """Summaries of the files under a root, loaded once and written back (atomically) when they changed.
+
+    Args:
+        places: the cache places (:func:`monitor_cb.ingest.colcache.places_for`); the index goes in
+            the first one that can be written.
+        root: the log root (keys are file paths relative to it).
+    """
+
+    def __init__(self, places: list[Any], root: PurePath) -> None:
+        self.places = places
+        self.root = root
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[Ident, SourceSummary]] | None = None
+        self._dirty = False
+        self._written_at = -float("inf")
+        self.last_error: str | None = None
+
+    def _key(self, path: PurePath) -> str | None:
+        try:
+            return PurePath(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def get(self, path: PurePath) -> SourceSummary | None:
+        """The summary of ``path`` if the file is exactly as it was when it was made."""
+        key = self._key(path)
+        if key is None:
+            return None
+        with self._lock:
+            entries = self._load()
+            hit = entries.get(key)
+        if hit is None:
+            return None
+        ident = file_ident(path)
+        return hit[1] if ident is not None and ident == hit[0] else None
+
+    def put(self, path: PurePath, ident: Ident, summary: SourceSummary) -> None:
+        key = self._key(path)
+        if key is None:
+            return
+        with self._lock:
+            entries = self._load()
+            if entries.get(key) != (ident, summary):
+                entries[key] = (ident, summary)
+                self._dirty = True
+
+    def flush(self, force: bool = False) -> bool:
+        """Write the index when it changed (at most every :data:`WRITE_EVERY_S` unless forced)."""
+        now = time.monotonic()
+        with self._lock:
+            if not self._dirty or (not force and now - self._written_at < WRITE_EVERY_S):
+                return False
+            data = {
+                "format": FORMAT,
+                "files": {k: {"ident": list(i), **asdict(s)} for k, (i, s) in (self._entries or {}).items()},
+            }
+            self._dirty = False
+            self._written_at = now
+        payload = json.dumps(data, separators=(",", ":")).encode()
+        for place in self.places:
+            if _write_atomic(Path(place.directory) / INDEX_NAME, Path(place.boundary), payload):
+                return True
+        self.last_error = f"could not write {INDEX_NAME} under {[str(p.directory) for p in self.places]}"
+        return False
+
+    def _load(self) -> dict[str, tuple[Ident, SourceSummary]]:
+        if self._entries is not None:
+            return self._entries
+        self._entries = {}
+        for place in self.places:
+            path = Path(place.directory) / INDEX_NAME
+            if not is_within(path.parent, Path(place.boundary)):
+                continue
+            try:
+                if path.stat().st_size > 64 << 20:
+                    continue
+                data = json.loads(path.read_bytes())
+                if data.get("format") != FORMAT:
+                    continue
+                for key, item in data["files"].items():
+                    ident = tuple(int(x) for x in item.pop("ident"))
+                    self._entries[str(key)] = (ident, SourceSummary(**item))  # type: ignore[arg-type]
+                return self._entries
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                self._entries = {}  # a damaged index is no index
+        return self._entries
+
+
+def _write_atomic(path: Path, boundary: Path, payload: bytes) -> bool:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not is_within(path.parent, boundary):
+            return False
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
