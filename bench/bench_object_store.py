@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from monitor_cb.ingest import RunStore  # noqa: E402
+from monitor_cb.ingest.remote import RemoteReadOptions, RemoteRoot  # noqa: E402
 from monitor_cb.storage.chunks import chunk_name  # noqa: E402
 from monitor_cb.storage.objects import ObjectStore  # noqa: E402
 from monitor_cb.storage.shipper import UploadOptions  # noqa: E402
@@ -119,7 +120,7 @@ def bench_latency(endpoint: str, tmp: Path, samples: int) -> None:
 
 
 # ----------------------------------------------------------------------------- 2. 1,000 runs
-def bench_many_runs(endpoint: str, tmp: Path, runs: int, polls: int) -> None:
+def bench_many_runs(endpoint: str, tmp: Path, runs: int, polls: int, rtt_ms: float = 0.0) -> None:
     make_bucket(endpoint, "many")
     store_ops, _ = ObjectStore.open("s3://many/logs")
     local = tmp / "many-local"
@@ -159,7 +160,24 @@ def bench_many_runs(endpoint: str, tmp: Path, runs: int, polls: int) -> None:
             )
             sent[run] = len(data)
 
-    remote = RunStore("s3://many/logs")
+    # baseline: the first listing one request at a time (as before issue 14), in this run
+    serial = RunStore(RemoteRoot("s3://many/logs", read=RemoteReadOptions(parallel_requests=1)), cache=False)
+    t0, r0 = time.perf_counter(), serial.remote.store.requests
+    assert len(serial.list_runs()) == runs
+    serial_s, serial_requests = time.perf_counter() - t0, serial.remote.store.requests - r0
+    if rtt_ms:  # the same two listings through a proxy that holds each reply back: a bucket across a network
+        proxy = TcpProxy(endpoint, delay_s=rtt_ms / 1000)
+        for parallel in (1, RemoteReadOptions().parallel_requests):
+            read = RemoteReadOptions(parallel_requests=parallel)
+            far = RunStore(RemoteRoot("s3://many/logs", endpoint_url=proxy.endpoint, read=read), cache=False)
+            t0, r0 = time.perf_counter(), far.remote.store.requests
+            assert len(far.list_runs()) == runs
+            print(
+                f"   first listing with {rtt_ms:.0f} ms per reply, {parallel} in flight: "
+                f"{time.perf_counter() - t0:.1f} s, {far.remote.store.requests - r0} requests"
+            )
+        proxy.close()
+    remote = RunStore("s3://many/logs", cache=False)
     counter = remote.remote.store
     t0, r0 = time.perf_counter(), counter.requests
     listed = remote.list_runs()
@@ -180,7 +198,11 @@ def bench_many_runs(endpoint: str, tmp: Path, runs: int, polls: int) -> None:
         local_times.append(time.perf_counter() - t0)
     growing = {r.id: r.last_step for r in found if r.status == "running"}
     assert all(step == 50 + polls for step in growing.values()), growing
-    print(f"   first listing: {cold_s:.1f} s, {cold_requests} requests")
+    print(
+        f"   first listing: {cold_s:.1f} s, {cold_requests} requests, "
+        f"{remote.remote.read.parallel_requests} in flight; one at a time (baseline): {serial_s:.1f} s, "
+        f"{serial_requests} requests -> {serial_s / cold_s:.1f}x faster"
+    )
     print(
         f"   poll with listings cached: median {statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms, "
         f"requests per poll median {statistics.median(requests):.0f} (min {min(requests)}, max {max(requests)}) "
@@ -252,6 +274,8 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--cut", type=float, default=30.0)
     parser.add_argument("--quick", action="store_true", help="100 runs, 5 samples, a 5 s cut")
+    parser.add_argument("--rtt-ms", type=float, default=20.0, help="emulated round trip for the listing comparison")
+    parser.add_argument("--only", choices=("latency", "many", "cut"), help="run one part only")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.polls, args.samples, args.cut = 100, 5, 5, 5.0
@@ -265,9 +289,12 @@ def main() -> int:
     )
     try:
         with moto_process(tmp) as endpoint:
-            bench_latency(endpoint, tmp, args.samples)
-            bench_many_runs(endpoint, tmp, args.runs, args.polls)
-            bench_cut(endpoint, tmp, args.cut)
+            if args.only in (None, "latency"):
+                bench_latency(endpoint, tmp, args.samples)
+            if args.only in (None, "many"):
+                bench_many_runs(endpoint, tmp, args.runs, args.polls, args.rtt_ms)
+            if args.only in (None, "cut"):
+                bench_cut(endpoint, tmp, args.cut)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

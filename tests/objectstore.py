@@ -109,9 +109,13 @@ def list_keys(endpoint: str, bucket: str, prefix: str = "") -> dict[str, bytes]:
 
 
 class TcpProxy:
-    """Forwards ``127.0.0.1:<port>`` to a target; ``cut()`` drops every connection until ``restore()``."""
+    """Forwards ``127.0.0.1:<port>`` to a target; ``cut()`` drops every connection until ``restore()``.
 
-    def __init__(self, target: str) -> None:
+    ``delay_s`` holds each reply back that long (a network round trip, as to a real bucket; benchmarks).
+    """
+
+    def __init__(self, target: str, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
         host, _, port = target.rpartition("//")[2].partition(":")
         self.target = (host, int(port))
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -160,15 +164,17 @@ class TcpProxy:
             self.connections += 1
             with self._lock:
                 self._sockets.update((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, delay in ((client, upstream, 0.0), (upstream, client, self.delay_s)):
+                threading.Thread(target=self._pump, args=(a, b, delay), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, delay: float = 0.0) -> None:
         try:
             while self._open.is_set():
                 data = source.recv(65536)
                 if not data:
                     break
+                if delay:
+                    time.sleep(delay)  # emulated latency (benchmarks only), not a wait in a test
                 sink.sendall(data)
         except OSError:
             pass

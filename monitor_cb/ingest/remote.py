@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from monitor_cb.ingest.discover import RunDir
 from monitor_cb.record import META_SUFFIX, METRICS_SUFFIX
@@ -27,6 +28,8 @@ from monitor_cb.storage.chunks import metrics_name_of
 from monitor_cb.storage.objects import Entry, ObjectStore
 from monitor_cb.storage.urls import RemoteURL, StorageError
 
+T = TypeVar("T")
+R = TypeVar("R")
 _META_CAP = 1 << 20
 FINAL = ("finished", "failed", "stopped")
 
@@ -65,6 +68,8 @@ class RemoteReadOptions:
         active_relist_s: a running run's directory is listed again this often (new ranks).
         idle_relist_s: a finished run's directory is listed again this often (deleted, resumed)...
         idle_relists_per_scan: ...at most this many directories, and this many finished files, per rescan.
+        parallel_requests: requests in flight at once (listing directories, polling files, reading
+            metadata): a bucket answers in tens of ms, so 1,000 runs read one request at a time take minutes.
     """
 
     poll_interval_s: float = 1.0
@@ -73,6 +78,7 @@ class RemoteReadOptions:
     active_relist_s: float = 10.0
     idle_relist_s: float = 300.0
     idle_relists_per_scan: int = 10
+    parallel_requests: int = 16
 
 
 @dataclass
@@ -121,6 +127,7 @@ class RemoteRoot:
         self._by_dir: dict[str, set[str]] = {}  # directory key -> its metadata keys
         self._final_budget = 0
         self._metas: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (etag read, parsed)
+        self._pool: ThreadPoolExecutor | None = None
 
     def __str__(self) -> str:
         return str(self.url)
@@ -128,6 +135,18 @@ class RemoteRoot:
     @property
     def requests(self) -> int:
         return self.store.requests
+
+    def map(self, func: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[func(item) ...]`` with at most ``read.parallel_requests`` running at once (the first error raised)."""
+        items = list(items)
+        workers = self.read.parallel_requests
+        if len(items) < 2 or workers < 2:
+            return [func(item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="monitor-cb-remote")
+            pool = self._pool
+        return list(pool.map(func, items))
 
     # ------------------------------------------------------------------ discovery
     def discover(self, max_depth: int) -> dict[str, RunDir]:
@@ -139,39 +158,42 @@ class RemoteRoot:
         runs: dict[str, RunDir] = {}
         budget = [self.read.idle_relists_per_scan]
         self._final_budget = self.read.idle_relists_per_scan  # finished files re-checked until the next rescan
-        stack: list[tuple[str, tuple[str, ...]]] = [(self.path.key, ())]
-        while stack:
-            key, parts = stack.pop()
-            entries = self._listing(key, is_root=not parts, budget=budget)
-            if not entries:
-                continue
-            files: list[str] = []
-            subdirs: list[str] = []
-            for entry in entries:
-                name = entry.name
-                if name.startswith("."):
+        level: list[tuple[str, tuple[str, ...]]] = [(self.path.key, ())]
+        while level:  # one level of directories at a time, listed in parallel
+            listings = self.map(lambda item: self._listing(item[0], is_root=not item[1], budget=budget), level)
+            deeper: list[tuple[str, tuple[str, ...]]] = []
+            for (key, parts), entries in zip(level, listings, strict=True):
+                if not entries:
                     continue
-                if entry.is_dir:
-                    metrics = metrics_name_of(name)
-                    if metrics is not None:
-                        files.append(metrics)
-                    else:
-                        subdirs.append(name)
-                elif name.endswith(METRICS_SUFFIX):
-                    files.append(name)
-                elif name.endswith(META_SUFFIX):
-                    self._note(entry)
-            run_id = "/".join(parts) or "."
-            base = self._remote_path(key)
-            if files:
-                self._listings[key].run = True
-                runs[run_id] = RunDir(run_id, base, tuple(base / name for name in sorted(set(files))))  # type: ignore[arg-type]
-            if len(parts) < max_depth:
-                stack.extend((f"{key}/{sub}", (*parts, sub)) for sub in sorted(subdirs))
+                files: list[str] = []
+                subdirs: list[str] = []
+                for entry in entries:
+                    name = entry.name
+                    if name.startswith("."):
+                        continue
+                    if entry.is_dir:
+                        metrics = metrics_name_of(name)
+                        if metrics is not None:
+                            files.append(metrics)
+                        else:
+                            subdirs.append(name)
+                    elif name.endswith(METRICS_SUFFIX):
+                        files.append(name)
+                    elif name.endswith(META_SUFFIX):
+                        self._note(entry)
+                run_id = "/".join(parts) or "."
+                base = self._remote_path(key)
+                if files:
+                    with self._lock:
+                        self._listings[key].run = True
+                    runs[run_id] = RunDir(run_id, base, tuple(base / name for name in sorted(set(files))))  # type: ignore[arg-type]
+                if len(parts) < max_depth:
+                    deeper.extend((f"{key}/{sub}", (*parts, sub)) for sub in sorted(subdirs))
+            level = deeper
         return runs
 
     def _listing(self, key: str, is_root: bool, budget: list[int]) -> list[Entry] | None:
-        with self._lock:
+        with self._lock:  # decide under the lock; the request itself runs outside it (listings go in parallel)
             cached = self._listings.get(key)
             now = self.clock()
             if cached is not None and not is_root:
@@ -183,19 +205,20 @@ class RemoteRoot:
                     return cached.entries
                 else:
                     budget[0] -= 1
-            try:
-                entries = self.store.list_dir(key)
-            except StorageError as exc:
-                self.last_error = str(exc)
-                if cached is None and is_root:
-                    raise
-                return cached.entries if cached is not None else None
-            self.last_error = None
+        try:
+            entries = self.store.list_dir(key)
+        except StorageError as exc:
+            self.last_error = str(exc)
+            if cached is None and is_root:
+                raise
+            return cached.entries if cached is not None else None
+        self.last_error = None
+        with self._lock:
             if entries is None:
                 self._listings.pop(key, None)
                 return None
             self._listings[key] = _Listing(entries, now, cached.run if cached else False)
-            return entries
+        return entries
 
     def _active(self, key: str) -> bool:
         """A run directory that may still change: some metadata missing or not final."""

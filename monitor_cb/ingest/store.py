@@ -35,6 +35,9 @@ from monitor_cb.storage.urls import is_url
 if TYPE_CHECKING:
     import pandas as pd
 
+    from monitor_cb.ingest.bands import RankBands
+    from monitor_cb.ingest.rankagg import NonFinite
+
 _META_CAP = 1 << 20
 
 
@@ -66,6 +69,7 @@ class _Run:
         self.merged: dict[tuple[Any, ...], Snapshot] = {}  # data version -> merged ranks
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
         self.tensorboard: TensorBoardGroup | None = None
+        self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
 
 
 class RunStore:
@@ -165,12 +169,19 @@ class RunStore:
     # ------------------------------------------------------------------ polling
     def poll(self) -> int:
         """Read new records of every known run; returns how many were taken."""
-        return sum(source.poll() for run in list(self._runs.values()) for source in list(run.sources.values()))
+        sources = [source for run in list(self._runs.values()) for source in list(run.sources.values())]
+        if self.remote is not None:  # each poll is a request or more: many in flight at once
+            return sum(self.remote.map(lambda source: source.poll(), sources))
+        return sum(source.poll() for source in sources)
 
     def list_runs(self) -> list[RunInfo]:
         """Every run with its status, newest write first; cheap enough for every refresh."""
         self.refresh()
         self.poll()
+        if self.remote is not None:  # metadata objects that changed are fetched in parallel, then read from memory
+            self.remote.map(
+                self._read_meta, [s.meta_path for r in list(self._runs.values()) for s in r.sources.values()]
+            )
         infos = [self._info(run) for run in list(self._runs.values())]
         self._update_index()
         return sorted(infos, key=lambda info: info.last_write, reverse=True)
@@ -277,6 +288,71 @@ class RunStore:
             KeyError: no such run under the root, or no such rank in it.
         """
         return RunFrame.of(run_id, self._snapshot(run_id, rank, all_segments), rank, all_segments)
+
+    # ------------------------------------------------------------------ across ranks
+    def ranks_of(self, run_id: str) -> list[int]:
+        """The run's ranks (polled; files only listed so far are read, their rows left on disk)."""
+        return sorted({table.rank for table in self._rank_tables(run_id).values()})
+
+    def bands(self, run_id: str, metric: str) -> RankBands:
+        """Per step, ``metric`` across the run's ranks (min, median, mean, max, who holds them, the others'
+        median at the highest), computed once and extended with new steps only."""
+        return self._aggregate(run_id, "bands", metric)
+
+    def nonfinite(self, run_id: str, metric: str) -> NonFinite:
+        """Every rank's logged NaN/±inf cells of ``metric`` (the charts mark other ranks' ones on the drawn one)."""
+        return self._aggregate(run_id, "nonfinite", metric)
+
+    def _aggregate(self, run_id: str, kind: str, metric: str) -> Any:
+        import contextlib
+
+        from monitor_cb.ingest.rankagg import BANDS, NONFINITE, Incremental
+
+        run = self._run(run_id)
+        with run.lock:
+            agg = run.aggregates.get((kind, metric))
+            if agg is None:
+                agg = run.aggregates[(kind, metric)] = Incremental(BANDS if kind == "bands" else NONFINITE, metric)
+        sources = sorted(run.sources.values(), key=lambda s: str(s.path))
+        for source in sources:
+            source.read_rows()
+        with contextlib.ExitStack() as held:  # the tables stay as they are while they are read (polls wait)
+            for source in sources:
+                held.enter_context(source.lock)
+            return agg.get({source.path: source.table for source in sources})
+
+    def _rank_tables(self, run_id: str) -> dict[Any, Any]:
+        run = self._run(run_id)
+        sources = list(run.sources.values())
+        for source in sources:
+            source.read_rows()
+        return {source.path: source.table for source in sources}
+
+    def rank_matrix(self, run_id: str, column: str, last: int | None = None) -> Any:
+        """``column`` of every rank side by side (:class:`~monitor_cb.analysis.ranks.RankMatrix`), only the last
+        ``last`` steps when given: per-rank detail on demand, built from each rank's rows, no merged frame."""
+        from monitor_cb.analysis.ranks import RankMatrix
+
+        tables = self._rank_tables(run_id)
+        since = 0
+        if last is not None:
+            since = min((t.step_at(max(t.n - last, 0)) for t in tables.values() if t.n), default=0)
+        cols = []
+        for table in tables.values():
+            steps, values, logged, _ = table.column_since(column, since)
+            cols.append((table.rank, steps, values, logged))
+        cols.sort(key=lambda c: c[0])
+        steps = np.unique(np.concatenate([c[1] for c in cols])) if cols else np.zeros(0, np.int64)
+        if last is not None:
+            steps = steps[-last:]
+        ranks = np.asarray([c[0] for c in cols], np.int64)
+        values = np.full((steps.size, ranks.size), np.nan)
+        mask = np.zeros((steps.size, ranks.size), bool)
+        for j, (_, s, v, lg) in enumerate(cols):
+            keep = np.isin(s, steps)
+            at = np.searchsorted(steps, s[keep])
+            values[at, j], mask[at, j] = np.where(lg[keep], v[keep], np.nan), lg[keep]
+        return RankMatrix(steps, ranks, values, mask, np.full(values.shape, -1, np.int64))
 
     def bad_lines(self, run_id: str) -> list[tuple[Path, BadLine]]:
         """Skipped lines (first ones, with their byte offsets) of every file of the run."""

@@ -146,10 +146,12 @@ class RankTable:
     def __init__(self, rank: int = 0) -> None:
         self.rank = rank
         self.version = 0  # a new value from _VERSIONS on every change; frames are cached per version
+        self.edits = -1  # changes made to existing rows (appends are not edits): aggregates redo only new rows
         self.clear()
 
     def clear(self) -> None:
         """Forget every row (the file was truncated or replaced)."""
+        self.edits += 1
         self.n = 0
         self._cap = _MIN_CAPACITY
         self._step = np.empty(self._cap, np.int64)
@@ -183,6 +185,21 @@ class RankTable:
     def times(self, count: int) -> np.ndarray:
         """``t`` of the last ``count`` steps (for the usual interval)."""
         return self._t.values[max(self.n - count, 0) : self.n].copy()
+
+    def step_at(self, row: int) -> int:
+        return int(self._step[row])
+
+    def column_since(self, name: str, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, values, logged, t) of the rows from ``step`` on, for one metric (read-only views;
+        all NaN / not logged where the table has no such column)."""
+        n = self.n
+        start = int(np.searchsorted(self._step[:n], step, side="left"))
+        col = self.floats.get(name)
+        self._shared = max(self._shared, n)  # views handed out: later writes copy first
+        steps, t = _read_only(self._step[start:n]), _read_only(self._t.values[start:n])
+        if col is None:
+            return steps, np.full(n - start, np.nan), np.zeros(n - start, bool), t
+        return steps, _read_only(col.values[start:n]), _read_only(col.logged[start:n]), t
 
     def frame(self, all_segments: bool = False) -> pd.DataFrame:
         """One row per step (latest segment wins), or with ``all_segments`` also the replaced rows."""
@@ -433,6 +450,7 @@ class RankTable:
 
     def _update_rows(self, rows: np.ndarray, groups: _Groups) -> None:
         """Same segment, same step: fill in the values this record logged."""
+        self.edits += 1
         if rows.min() < self._shared:
             self._detach()
         for name, (values, logged, text) in groups.columns.items():
@@ -442,6 +460,7 @@ class RankTable:
 
     def _replace_rows(self, rows: np.ndarray, seg: int, groups: _Groups) -> None:
         """A later segment logged these steps again: its rows win, the old ones go to history."""
+        self.edits += 1
         if rows.min() < self._shared:
             self._detach()
         self._history.append(
@@ -465,6 +484,7 @@ class RankTable:
 
     def _insert_rows(self, positions: np.ndarray, seg: int, steps: np.ndarray, groups: _Groups) -> None:
         """Rows landing between existing steps: rebuild the buffers once for the whole batch."""
+        self.edits += 1
         n = self.n
         for name, (_, _, text) in groups.columns.items():
             self._column(name, text)

@@ -42,6 +42,7 @@ class TieredTable:
         self._frozen = 0  # cached rows left on disk
         self._frozen_first: int | None = None
         self._frozen_last = -1  # the last step left on disk
+        self._edits_base = 0  # keeps `edits` continuous when the table behind it changes
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -70,9 +71,11 @@ class TieredTable:
         """Every row in memory (a plain table from now on)."""
         if self._full is None:
             assert self._tail is not None and self._cached is not None
+            before = self.edits
             frozen = self._cached.state().head(self._frozen)
             self._full = RankTable.from_state(concat_states(frozen, self._tail.state()))
             self._tail, self._cached = None, None
+            self._edits_base = before - self._full.edits
         return self._full
 
     # ------------------------------------------------------------------ reading
@@ -87,6 +90,33 @@ class TieredTable:
     @property
     def version(self) -> int:
         return (self._full or self._tail).version  # type: ignore[union-attr]
+
+    @property
+    def edits(self) -> int:
+        """Changes made to existing rows so far (appends are not edits)."""
+        return self._edits_base + (self._full or self._tail).edits  # type: ignore[union-attr]
+
+    def step_at(self, row: int) -> int:
+        if self._full is not None:
+            return self._full.step_at(row)
+        assert self._tail is not None and self._cached is not None
+        if row >= self._frozen:
+            return self._tail.step_at(row - self._frozen)
+        return int(self._cached.state([]).step[row])
+
+    def column_since(self, name: str, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, values, logged, t) of one metric from ``step`` on; rows left on disk are mapped, not loaded."""
+        if self._full is not None:
+            return self._full.column_since(name, step)
+        assert self._tail is not None and self._cached is not None
+        tail = self._tail.column_since(name, step)
+        if step > self._frozen_last:
+            return tail
+        state = self._cached.state([name]).head(self._frozen)
+        start = int(np.searchsorted(state.step, step, side="left"))
+        values, logged = state.floats.get(name, (np.full(state.n, np.nan), np.zeros(state.n, bool)))
+        disk = (state.step[start:], values[start:], logged[start:], state.t[0][start:])
+        return tuple(np.concatenate([a, b]) for a, b in zip(disk, tail, strict=True))  # type: ignore[return-value]
 
     @property
     def n(self) -> int:
@@ -143,8 +173,9 @@ class TieredTable:
         return (self._full or self._tail).append(batch)  # type: ignore[union-attr]
 
     def clear(self) -> None:
-        rank = self.rank
+        rank, edits = self.rank, self.edits
         self._full, self._tail, self._cached = RankTable(rank), None, None
+        self._edits_base = edits + 1 - self._full.edits
         self._frozen, self._frozen_first, self._frozen_last = 0, None, -1
 
     def _fits_tail(self, batch: Batch) -> bool:
