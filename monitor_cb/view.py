@@ -612,6 +612,7 @@ def live_figures(
     logged: Mapping[str, np.ndarray] | None = None,
     uirevision: Any = "live",
     cache_key: Any = None,
+    other_ranks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One ``go.Figure`` per shown panel (key -> figure), zoom re-applied and hidden legend entries kept hidden.
 
@@ -630,7 +631,7 @@ def live_figures(
         x_range = x_range_for(zoom, xa.values, monotonic_x(xa.values), df["step"].to_numpy())
     options = settings.chart_options(x_range, uirevision)
     # full resolution inside the zoom; smoothing still sees the whole run
-    data = charts.ChartData(df, logged or None, zoomed_rows(df, zoom), None, cache_key)
+    data = charts.ChartData(df, logged or None, zoomed_rows(df, zoom), None, cache_key, other_ranks)
     figures: dict[str, Any] = {}
     for panel in panels_for(df.columns):
         if panel.key not in settings.panels:
@@ -652,6 +653,61 @@ def live_figures(
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))
         figures[panel.key] = fig
     return figures
+
+
+def drawn_rank(ranks: Sequence[int]) -> int | None:
+    """The rank the live charts draw: the lowest of several (None: the run has one, read it whole)."""
+    return min(ranks) if len(ranks) > 1 else None
+
+
+def other_rank_cells(store: Any, run_id: str, data: Any) -> dict[str, Any]:
+    """For one rank drawn of a multi-rank run: metric -> the other ranks' logged NaN/±inf cells
+    (aggregated at ingest, extended with new steps only), so the drawn curves still mark them."""
+    from monitor_cb.analysis.series import metric_columns
+
+    if data is None or data.rank is None:
+        return {}
+    cells = {}
+    for metric in metric_columns(data.frame):
+        found = store.nonfinite(run_id, metric).excluding(data.rank)
+        if len(found):
+            cells[metric] = found
+    return cells
+
+
+RANKS_RECENT = 20_000  # steps of every rank the divergence check reads (the straggler check reads the bands)
+
+
+def ranks_version(store: Any, run_id: str) -> tuple[Any, ...]:
+    """Changes when any rank of the run got new rows (what the rank findings read)."""
+    info = store.run_info(run_id)
+    return (info.n_records, info.last_step, info.ranks)
+
+
+def rank_findings(store: Any, run_id: str, rank: int, findings: list[Any], settings: Any) -> list[Any]:
+    """Findings of one drawn rank (``findings``, from ``diagnose`` on its frame) plus the ranks side by side:
+    stragglers from the bands across ranks, divergence from the last :data:`RANKS_RECENT` steps of every rank."""
+    from dataclasses import replace
+
+    from monitor_cb.diagnosis.findings import sort_findings
+    from monitor_cb.diagnosis.ranks import (
+        DIVERGENCE_METRICS,
+        detect_rank_divergence,
+        detect_straggler_bands,
+        read_rank_places,
+    )
+
+    out = [f if f.rank is not None else replace(f, rank=rank) for f in findings if f.kind != "stalled"]
+    out += [f for f in findings if f.kind == "stalled"]
+    places = read_rank_places(store.run_info(run_id).path)
+    if settings.enabled("straggler"):
+        step, data = store.bands(run_id, "step_time"), store.bands(run_id, "data_time")
+        out += detect_straggler_bands(step if len(step) else None, data if len(data) else None, settings, places=places)
+    if settings.enabled("rank_divergence"):
+        matrices = {m: store.rank_matrix(run_id, m, last=RANKS_RECENT) for m in DIVERGENCE_METRICS}
+        matrices = {m: (x if x.values.size and x.logged.any() else None) for m, x in matrices.items()}
+        out += detect_rank_divergence(None, settings, places=places, matrices=matrices)  # type: ignore[arg-type]
+    return sort_findings(out)
 
 
 # Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.

@@ -60,22 +60,27 @@ def current_settings(root: str | os.PathLike[str]) -> DiagnosisSettings:
 
 
 def run_findings(
-    run: Any, data: RunFrame | None, root: str | os.PathLike[str], *, now: float | None = None
+    run: Any, data: RunFrame | None, root: str | os.PathLike[str], *, now: float | None = None, store: Any = None
 ) -> list[Any]:
     """``diagnose`` for one run, remembered per browser session until its data, status or settings change.
 
     Args:
         run: its ``RunInfo`` (``id``, ``status``, ``last_write``).
-        data: ``store.read(run.id)``; None gives no findings.
+        data: ``store.read(run.id)``; None gives no findings. One rank of a multi-rank run
+            (``store.read(run.id, rank=r)``, with ``store``): that rank is diagnosed, and the ranks
+            side by side from the store's aggregates (:func:`monitor_cb.view.rank_findings`).
         root: the log root, whose saved thresholds apply.
     """
+    from monitor_cb import view
     from monitor_cb.diagnosis import diagnose
 
     if data is None or len(data) == 0:
         return []
     now = time.time() if now is None else now
     settings = current_settings(root)
-    key = findings_cache_key(run.id, data.key, settings, status=run.status, now=now)
+    across = store is not None and data.rank is not None
+    version = (data.key, view.ranks_version(store, run.id)) if across else data.key
+    key = findings_cache_key(run.id, version, settings, status=run.status, now=now)
     cache = st.session_state.setdefault(CACHE_KEY, {})
     hit = cache.get(run.id)
     if hit is not None and hit[0] == key:
@@ -86,6 +91,8 @@ def run_findings(
         return hit[1]
     started = time.perf_counter()
     findings = diagnose(data.frame, settings, status=run.status, now=now, last_write=run.last_write, logged=data.masks)
+    if across:
+        findings = view.rank_findings(store, run.id, data.rank, findings, settings)
     cache[run.id] = (key, findings, now, time.perf_counter() - started)
     return findings
 

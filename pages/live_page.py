@@ -50,7 +50,7 @@ def live_page() -> None:
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
-    data = read_run(store, selection.run.id)
+    data = read_run(store, selection.run.id, selection.run.ranks)
     frame = data.frame if data is not None else None
     _reset_zoom_on_run_change(selection.run.id)
     zoom_event, legend_event = chart_events()
@@ -68,10 +68,11 @@ def sidebar_state(runs: Any, root: Any) -> tuple[frozenset[tuple[str, str]], boo
 
 
 # ----------------------------------------------------------------------------- settings
-def read_run(store: Any, run_id: str) -> RunFrame | None:
-    """The run's frame and masks, or None when its files vanished between listing and reading."""
+def read_run(store: Any, run_id: str, ranks: tuple[int, ...] = ()) -> RunFrame | None:
+    """The run's frame and masks (of its lowest rank when it has several: the charts draw that rank, the
+    others are aggregated at ingest), or None when its files vanished between listing and reading."""
     try:
-        return store.read(run_id)
+        return store.read(run_id, rank=view.drawn_rank(ranks))
     except (FileNotFoundError, KeyError):
         return None
 
@@ -214,7 +215,7 @@ def _live_body(
         st.rerun(scope="app")  # a run appeared, vanished or changed status, or the demo ended: redraw the sidebar
     runs = {r.id: r for r in listed}
     run = runs.get(run_id)
-    data = read_run(store, run_id) if run is not None else None
+    data = read_run(store, run_id, run.ranks) if run is not None else None
     if run is None or data is None:
         st.error(f"The run `{view.escape_code(run_id)}` disappeared from the log root (deleted or moved).")
         return
@@ -223,17 +224,16 @@ def _live_body(
     if event_waiting():
         st.rerun(scope="app")  # a zoom or legend click came during this refresh: the page applies it
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
-    findings = tuple(_alerts.run_findings(run, data, _shared.log_root()))
+    findings = tuple(_alerts.run_findings(run, data, _shared.log_root(), store=store))
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run))
     _alerts.sidebar_badge(findings, where)
     _alerts.toast_new(run.id, findings)
-    live = process(
-        run, data, settings, zoom_state(), time.time(), cache, findings, series_key=(str(store.root), run.id)
-    )
+    others = view.other_rank_cells(store, run.id, data)
+    live = process(run, data, settings, zoom_state(), time.time(), cache, findings, (str(store.root), run.id), others)
     show(live)
     if not live.empty:
-        ranks_section(run, data, settings.x, settings.smoothing)
+        ranks_section(store, run, data, settings.x, settings.smoothing)
 
 
 def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend_event: Any) -> bool:
@@ -281,13 +281,15 @@ def process(
     cache: dict[str, Any] | None = None,
     findings: tuple[Any, ...] = (),
     series_key: Any = None,
+    other_ranks: dict[str, Any] | None = None,
 ) -> LiveData:
     """Everything one refresh shows, computed without Streamlit (the benchmark times this).
 
     With a ``cache`` (one per browser session) a refresh that finds no new records reuses the last
     figures: no work, and Streamlit then sends only a reference to the unchanged chart message.
     ``series_key`` (the store's root and the run id) lets the charts extend the cached smoothing
-    and downsampling of the last refresh.
+    and downsampling of the last refresh. ``other_ranks`` (one rank of a multi-rank run drawn): the
+    other ranks' NaN/±inf cells per metric, marked on the drawn curves.
     """
     from monitor_cb.analysis.series import first_nonfinite
 
@@ -296,12 +298,13 @@ def process(
         return LiveData(run, view.compute_kpis(frame, run, now), None, {}, True)
     kpis = view.compute_kpis(frame, run, now, logged)
     banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
-    key = (view.figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings))
+    others_key = tuple(sorted((m, len(c)) for m, c in (other_ranks or {}).items()))
+    key = (view.figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings), others_key)
     if cache is not None and cache.get("key") == key:
         figures = cache["figures"]
     else:
         figures = view.live_figures(
-            frame, settings, zoom, logged, uirevision=f"{run.id}|{settings.x}", cache_key=series_key
+            frame, settings, zoom, logged, f"{run.id}|{settings.x}", series_key, other_ranks or None
         )
         note = grad_norm_note(frame.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
         if note:  # the chart says why it shows throughput only, and how to get the norm

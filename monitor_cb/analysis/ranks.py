@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -88,6 +89,23 @@ def rank_matrix(frame: pd.DataFrame, column: str, logged: Mapping[str, ArrayLike
     return RankMatrix(steps, ranks, values, mask, cell_rows)
 
 
+def frame_bands(frame: pd.DataFrame, column: str, logged: Mapping[str, ArrayLike] | None = None) -> Any:
+    """The bands across ranks (:class:`monitor_cb.ingest.bands.RankBands`) of a merged frame's ``column``:
+    what the store computes at ingest, for a frame at hand (tests, an upload)."""
+    from monitor_cb.ingest.bands import RankColumn, empty_bands, rank_bands
+
+    m = rank_matrix(frame, column, logged)
+    if m is None:
+        return empty_bands(column)
+    t = float_values(frame["t"]) if "t" in frame.columns else np.full(len(frame), np.nan)
+    columns = []
+    for j, rank in enumerate(m.ranks.tolist()):
+        present = m.rows[:, j] >= 0
+        rows = m.rows[present, j]
+        columns.append(RankColumn(rank, m.steps[present], m.values[present, j], m.logged[present, j], t[rows]))
+    return rank_bands(column, columns)
+
+
 def finite_count(values: np.ndarray) -> np.ndarray:
     """Finite entries per row."""
     return np.isfinite(values).sum(axis=1)
@@ -139,4 +157,12 @@ def row_mad(values: np.ndarray) -> np.ndarray:
     return row_nanmedian(np.abs(values - center[:, None]))
 
 
-__all__ = ["RankMatrix", "frame_ranks", "leave_one_out_median", "rank_matrix", "row_mad", "row_nanmedian"]
+__all__ = [
+    "RankMatrix",
+    "frame_bands",
+    "frame_ranks",
+    "leave_one_out_median",
+    "rank_matrix",
+    "row_mad",
+    "row_nanmedian",
+]

@@ -113,7 +113,7 @@ def dual_axis_figure(
     data = ChartData.of(data)
     df = data.frame
     xa = x_axis(df, options.x)
-    filters = RowFilter(data.logged, rows_mask(len(df), data.rows), Ranks.of(df, data.rank))
+    filters = RowFilter(data.logged, rows_mask(len(df), data.rows), Ranks.of(df, data.rank), data.other_ranks)
     fig = FigureSpec()
     first_bad: dict[Any, list[str]] = {}
     colors = colors_for([m for m in (*left, *right) if m in df.columns])

@@ -84,6 +84,9 @@ class ChartData:
         cache_key: e.g. the run id, for a chart rebuilt on every live refresh: smoothing and
             downsampling are cached per series and extended with the new rows only (a long series
             is then downsampled in fixed blocks: same spikes and NaN points, a few different picks).
+        other_ranks: for one rank's frame of a multi-rank run, metric -> the other ranks' logged
+            NaN/±inf cells (``RunStore.nonfinite(run_id, metric).excluding(rank)``): marked on the drawn
+            curve at their step, as a merged frame's other ranks are.
     """
 
     frame: pd.DataFrame
@@ -91,6 +94,7 @@ class ChartData:
     rows: Rows = None
     rank: int | None = None
     cache_key: Any = None
+    other_ranks: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, data: ChartData | pd.DataFrame) -> ChartData:
@@ -99,7 +103,8 @@ class ChartData:
 
     def with_frame(self, frame: pd.DataFrame, logged: Masks = None) -> ChartData:
         """The same selection over another frame with the same rows (e.g. values converted to GiB)."""
-        return ChartData(frame, logged if logged is not None else self.logged, self.rows, self.rank, self.cache_key)
+        logged = logged if logged is not None else self.logged
+        return ChartData(frame, logged, self.rows, self.rank, self.cache_key, self.other_ranks)
 
 
 def _frozen(threshold: Any) -> Threshold:

@@ -34,6 +34,7 @@ from monitor_cb.charts.options import ChartData, ChartOptions
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
 from monitor_cb.charts.style import NONFINITE_COLOR, PALETTE, RAW_OPACITY, THRESHOLD_COLOR, Labels, apply_layout
 from monitor_cb.charts.traces import MetricPlot, Ranks, RowFilter, add_first_nonfinite_line, add_metric
+from monitor_cb.ingest.bands import RankBands, RankColumn, rank_bands
 
 UTILISATION_COLUMNS: tuple[str, ...] = ("gpu_util", "npu_util", "sys_cpu_percent")
 MEMORY_BYTES_COLUMNS: tuple[str, ...] = ("mem_device", "mem_device_peak", "mem_device_reserved", "gpu_mem_used")
@@ -54,23 +55,27 @@ def _rgba(hex_color: str, alpha: float) -> str:
 
 # --------------------------------------------------------------------------- band
 def rank_band_figure(
-    data: ChartData | pd.DataFrame,
+    data: ChartData | pd.DataFrame | RankBands,
     metric: str,
     options: ChartOptions = DEFAULT_OPTIONS,
     *,
     title: str | None = None,
+    x_bands: RankBands | None = None,
 ) -> go.Figure:
     """Per step, the mean of ``metric`` across ranks in a shaded min-max band.
 
     Args:
-        data: a merged multi-rank frame (one rank works too: the band is then the line) and its
-            "was logged" masks; without them every NaN is a logged NaN.
+        data: the bands computed at ingest (``RunStore.bands(run_id, metric)``: what a server keeps
+            of a many-rank run), or a merged multi-rank frame (one rank works too: the band is then
+            the line) with its "was logged" masks (without them every NaN is a logged NaN).
         metric: the column to draw.
         options: ``x`` is ``step`` or another x kind of :func:`monitor_cb.analysis.series.x_axis`
             (a step's x is the latest x among its ranks: the step is done when the last rank is);
             ``smoothing`` is the EMA on the mean (the raw mean stays, faint; the band is raw);
             ``n_out`` the points per trace (buckets of the band); with ``log_y`` values <= 0 leave
-            the line and the band.
+            the line and the band (from precomputed bands: steps whose min, max or mean is <= 0).
+        x_bands: with precomputed bands and an x that is a column (``samples``), that column's bands
+            (the latest x of a step is its ``hi``).
 
     Returns:
         Traces ``<metric> min`` (hidden from the legend), ``<metric> min–max across ranks`` (the band,
@@ -78,48 +83,81 @@ def rank_band_figure(
         ``<metric> non-finite`` (red X per step with a NaN/±inf on some rank; the hover names them).
     """
     ema_debiased([], options.smoothing)  # validate the weight before any work
-    data = ChartData.of(data)
-    frame, log_y, n_out = data.frame, options.log_y, options.n_out
-    m = rank_matrix(frame, metric, data.logged)
-    if m is None or not m.logged.any():
+    if isinstance(data, RankBands):
+        bands, xa = data, _bands_x(data, options.x, x_bands)
+    else:
+        found = _frame_bands(ChartData.of(data), metric, options)
+        if found is None:
+            return empty_figure(f"no {metric} logged yet", options.height)
+        bands, xa = found
+    keep = np.isfinite(xa.values.view(np.int64).astype(np.float64)) if xa.is_datetime else np.isfinite(xa.values)
+    if xa.is_datetime:
+        keep &= ~np.isnat(xa.values)
+    if not keep.any():
         return empty_figure(f"no {metric} logged yet", options.height)
-    xa = x_axis(frame, options.x)
-    steps_x, keep = _step_x(m, xa)
-    values = m.values[keep]
-    logged_cells = m.logged[keep]
-    steps, step_x = m.steps[keep], steps_x[keep]
-    with np.errstate(invalid="ignore"):
-        finite = np.isfinite(values) & ((values > 0) if log_y else True)
-    clean = np.where(finite, values, np.nan)
-    count = finite.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(count > 0, np.where(finite, values, 0.0).sum(axis=1) / count, np.nan)
-    lo, hi = np.fmin.reduce(clean, axis=1), np.fmax.reduce(clean, axis=1)
+    step_x = xa.values[keep]
+    lo, hi, mean = bands.lo[keep], bands.hi[keep], bands.mean[keep]
+    if options.log_y:
+        with np.errstate(invalid="ignore"):
+            lo, hi, mean = (np.where(v > 0, v, np.nan) for v in (lo, hi, mean))
     color = PALETTE[0]
     fig = go.Figure()
-    _add_band(fig, metric, m.ranks, step_x, clean, lo, hi, color, n_out)
-    _add_mean(fig, metric, step_x, mean, options.smoothing, log_y, color, n_out)
-    bad = logged_cells & ~np.isfinite(values)
-    first_bad = _add_nonfinite(fig, metric, steps, step_x, values, bad, m.ranks, mean, n_out)
+    _add_band(fig, metric, step_x, lo, hi, bands.lo_rank[keep], bands.hi_rank[keep], color, options.n_out)
+    _add_mean(fig, metric, step_x, mean, options.smoothing, options.log_y, color, options.n_out)
+    first_bad = _add_nonfinite(fig, metric, bands, bands.steps[keep], step_x, mean, options.n_out)
     if first_bad is not None:
         add_first_nonfinite_line(fig, first_bad, [metric], _x_of(xa, step_x))
     apply_layout(fig, xa, options, Labels(y=metric, title=title))
     return fig
 
 
-def _step_x(m: RankMatrix, xa: XAxis) -> tuple[np.ndarray, np.ndarray]:
-    """Per step its x (``datetime64`` kept), and which steps have one and a logged value."""
-    if xa.kind == "step":
-        return m.steps, m.logged.any(axis=1)
+def _frame_bands(data: ChartData, metric: str, options: ChartOptions) -> tuple[RankBands, XAxis] | None:
+    """The bands of a merged frame, through the same aggregation the store runs at ingest; x per step
+    is the latest x among the ranks that logged it."""
+    frame = data.frame
+    m = rank_matrix(frame, metric, data.logged)
+    if m is None or not m.logged.any():
+        return None
+    xa = x_axis(frame, options.x)
     raw = xa.values.view(np.int64).astype(np.float64) if xa.is_datetime else xa.values.astype(np.float64)
     if xa.is_datetime:
         raw[np.isnat(xa.values)] = np.nan
-    cells = np.where(m.rows >= 0, raw[np.maximum(m.rows, 0)], np.nan)
-    per_step = np.fmax.reduce(cells, axis=1)
-    keep = np.isfinite(per_step) & m.logged.any(axis=1)
+    values, logged = m.values, m.logged
+    if options.log_y:  # values <= 0 cannot be drawn: they leave the band and the mean, as not logged
+        with np.errstate(invalid="ignore"):
+            logged = logged & ~(np.isfinite(values) & (values <= 0))
+    columns = []
+    for j, rank in enumerate(m.ranks.tolist()):
+        present = m.rows[:, j] >= 0
+        rows = m.rows[present, j]
+        columns.append(RankColumn(rank, m.steps[present], values[present, j], logged[present, j], raw[rows]))
+    bands = rank_bands(metric, columns)
+    x = bands.t
     if xa.is_datetime:
-        return np.where(keep, per_step, 0).astype(np.int64).view("datetime64[ns]"), keep
-    return per_step, keep
+        x = np.where(np.isfinite(x), x, 0).astype(np.int64).view("datetime64[ns]")
+        x = np.where(np.isfinite(bands.t), x, np.datetime64("NaT"))
+    elif options.x == "step":
+        x = bands.steps
+    return bands, XAxis(xa.kind, x, xa.title, xa.is_datetime)
+
+
+def _bands_x(bands: RankBands, kind: str, x_bands: RankBands | None) -> XAxis:
+    """The x of each step of precomputed bands: the step, its latest ``t``, or the latest value of an x column."""
+    from monitor_cb.analysis.series import _ELAPSED_DIVISOR, X_TIME, X_TITLES, unix_to_datetime64
+
+    if kind == X_TIME:
+        return XAxis(kind, unix_to_datetime64(bands.t), X_TITLES[kind], True)
+    if kind in _ELAPSED_DIVISOR:
+        start = np.nanmin(bands.t) if np.isfinite(bands.t).any() else 0.0
+        return XAxis(kind, (bands.t - start) / _ELAPSED_DIVISOR[kind], X_TITLES[kind], False)
+    if kind != "step" and x_bands is not None:
+        at = np.searchsorted(x_bands.steps, bands.steps)
+        found = at < x_bands.steps.size
+        found[found] = x_bands.steps[at[found]] == bands.steps[found]
+        x = np.full(bands.steps.size, np.nan)
+        x[found] = x_bands.hi[at[found]]
+        return XAxis(kind, x, X_TITLES.get(kind, kind), False)
+    return XAxis("step", bands.steps, X_TITLES["step"], False)
 
 
 def _x_of(xa: XAxis, values: np.ndarray) -> XAxis:
@@ -134,17 +172,15 @@ def _buckets(n: int, n_out: int) -> np.ndarray:
 def _add_band(
     fig: go.Figure,
     metric: str,
-    ranks: np.ndarray,
     step_x: np.ndarray,
-    clean: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
+    lo_rank: np.ndarray,
+    hi_rank: np.ndarray,
     color: str,
     n_out: int,
 ) -> None:
     """Min and max across ranks (of each bucket), with the rank that holds each in the hover."""
-    lo_rank = _rank_at(clean, lo, ranks)
-    hi_rank = _rank_at(clean, hi, ranks)
     n = lo.size
     shape = "linear"
     if n > n_out:  # per bucket: its lowest min and highest max, drawn as steps over the bucket
@@ -180,13 +216,6 @@ def _add_band(
             **common,
         )
     )
-
-
-def _rank_at(clean: np.ndarray, target: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """The rank holding ``target`` (the row min or max) in each row; -1 where the row has no value."""
-    hit = clean == target[:, None]
-    col = np.argmax(hit, axis=1)
-    return np.where(hit.any(axis=1), ranks[col], -1)
 
 
 def _bucket_extreme(
@@ -247,27 +276,35 @@ def _add_mean(
 def _add_nonfinite(
     fig: go.Figure,
     metric: str,
+    bands: RankBands,
     steps: np.ndarray,
     step_x: np.ndarray,
-    values: np.ndarray,
-    bad: np.ndarray,
-    ranks: np.ndarray,
     mean: np.ndarray,
     cap: int,
 ) -> Any:
     """A red X per step where some rank logged NaN/±inf, at the mean (else the last finite mean); first x."""
-    rows = np.flatnonzero(bad.any(axis=1))
+    if bands.bad_steps.size == 0:
+        return None
+    bad_steps, first_cell = np.unique(bands.bad_steps, return_index=True)
+    rows = np.searchsorted(steps, bad_steps)
+    drawn = (rows < steps.size) & (steps[np.minimum(rows, steps.size - 1)] == bad_steps)
+    rows, first_cell = rows[drawn], first_cell[drawn]
     if rows.size == 0:
         return None
     if rows.size > cap:  # keep the first one, then evenly spaced
-        rows = rows[np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))]
+        pick = np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))
+        rows, first_cell = rows[pick], first_cell[pick]
     good = np.flatnonzero(np.isfinite(mean))
     if good.size:
         before = np.searchsorted(good, rows, side="right") - 1
         anchor = mean[good[np.maximum(before, 0)]]
     else:
         anchor = np.zeros(rows.size)
-    text = [_nonfinite_text(metric, int(steps[i]), values[i], bad[i], ranks) for i in rows]
+    ends = np.searchsorted(bands.bad_steps, steps[rows], side="right")
+    text = [
+        _nonfinite_text(metric, int(steps[i]), bands.bad_values[a:b], bands.bad_ranks[a:b])
+        for i, a, b in zip(rows, first_cell, ends, strict=True)
+    ]
     fig.add_trace(
         go.Scatter(
             x=step_x[rows],
@@ -284,9 +321,9 @@ def _add_nonfinite(
     return step_x[rows[0]]
 
 
-def _nonfinite_text(metric: str, step: int, row: np.ndarray, bad: np.ndarray, ranks: np.ndarray) -> str:
+def _nonfinite_text(metric: str, step: int, values: np.ndarray, ranks: np.ndarray) -> str:
     groups: dict[str, list[str]] = {}
-    for value, rank in zip(row[bad], ranks[bad], strict=True):
+    for value, rank in zip(values, ranks, strict=True):
         label = nonfinite_label(value)
         groups.setdefault(label, []).append(str(int(rank)))
     parts = [f"{label} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for label, r in groups.items()]
@@ -295,7 +332,7 @@ def _nonfinite_text(metric: str, step: int, row: np.ndarray, bad: np.ndarray, ra
 
 # --------------------------------------------------------------------------- per rank
 def per_rank_figure(
-    data: ChartData | pd.DataFrame,
+    data: ChartData | pd.DataFrame | Mapping[int, ChartData],
     metric: str,
     options: ChartOptions = DEFAULT_OPTIONS,
     *,
@@ -304,43 +341,88 @@ def per_rank_figure(
 ) -> go.Figure:
     """One trace ``rank <r>`` per rank (all by default), each in :func:`rank_color`, NaN/±inf as red X markers.
 
-    With smoothing each rank also gets a faint ``rank <r> (raw)`` trace, as :func:`dual_axis_figure`
-    draws; each trace holds at most about ``options.n_out`` points.
+    ``data`` is a merged multi-rank frame, or rank -> that rank's rows (``RunStore.rank_columns``: per-rank
+    detail read on demand, no merged frame). With smoothing each rank also gets a faint ``rank <r> (raw)``
+    trace, as :func:`dual_axis_figure` draws; each trace holds at most about ``options.n_out`` points.
     """
     ema_debiased([], options.smoothing)
-    data = ChartData.of(data)
-    frame, logged = data.frame, data.logged
-    if metric not in frame.columns or len(frame) == 0:
+    parts = _rank_parts(data, metric, ranks)
+    if not parts:
         return empty_figure(f"no {metric} logged yet", options.height)
-    xa = x_axis(frame, options.x)  # on the whole frame, so elapsed time starts at the run's first record
-    rank_col = float_values(frame["rank"]) if "rank" in frame.columns else np.zeros(len(frame))
-    chosen = frame_ranks(frame) if ranks is None else np.asarray(list(ranks), dtype=np.int64)
-    mask = None if logged is None or metric not in logged else np.asarray(logged[metric], dtype=bool)
-    columns = [c for c in ("step", "t") if c in frame.columns]
+    start = _first_t(parts)  # elapsed time starts at the run's first record
     fig = go.Figure()
     first_bad: Any = None
-    for rank in chosen.tolist():
-        rows = np.flatnonzero(rank_col == rank)
-        if rows.size == 0:
-            continue
+    xa: XAxis | None = None
+    for rank, part, masks in parts:
         label = f"rank {rank}"
-        part = frame.iloc[rows][columns].reset_index(drop=True)
-        part[label] = float_values(frame[metric])[rows]
-        masks = None if mask is None else {label: mask[rows]}
+        xa = _part_x(part, options.x, start)
         plot = MetricPlot(label, "y", rank_color(rank), options.smoothing, options.log_y, None, False)
         filters = RowFilter(masks, None, Ranks(None, None))
-        bad_x = add_metric(fig, part, _x_of(xa, xa.values[rows]), plot, filters, options.n_out)
+        bad_x = add_metric(fig, part, xa, plot, filters, options.n_out)
         if bad_x is not None and (first_bad is None or bad_x < first_bad):
             first_bad = bad_x
+    assert xa is not None
     if first_bad is not None:
         add_first_nonfinite_line(fig, first_bad, [metric], xa)
     apply_layout(fig, xa, options, Labels(y=metric, title=title))
     return fig
 
 
+def _rank_parts(
+    data: ChartData | pd.DataFrame | Mapping[int, ChartData], metric: str, ranks: Sequence[int] | None
+) -> list[tuple[int, pd.DataFrame, dict[str, np.ndarray] | None]]:
+    """Per rank: a frame with ``step``, ``t`` and ``rank <r>`` (the metric), and its "was logged" mask."""
+    out = []
+    if isinstance(data, Mapping):
+        chosen = sorted(data) if ranks is None else [r for r in ranks if r in data]
+        for rank in chosen:
+            part = ChartData.of(data[rank])
+            if metric not in part.frame.columns or len(part.frame) == 0:
+                continue
+            columns = [c for c in ("step", "t") if c in part.frame.columns]
+            frame = part.frame[columns].copy()
+            frame[f"rank {rank}"] = float_values(part.frame[metric])
+            mask = None if part.logged is None or metric not in part.logged else np.asarray(part.logged[metric])
+            out.append((int(rank), frame, None if mask is None else {f"rank {rank}": mask}))
+        return out
+    data = ChartData.of(data)
+    frame, logged = data.frame, data.logged
+    if metric not in frame.columns or len(frame) == 0:
+        return []
+    rank_col = float_values(frame["rank"]) if "rank" in frame.columns else np.zeros(len(frame))
+    chosen_ranks = frame_ranks(frame) if ranks is None else np.asarray(list(ranks), dtype=np.int64)
+    mask = None if logged is None or metric not in logged else np.asarray(logged[metric], dtype=bool)
+    columns = [c for c in ("step", "t") if c in frame.columns]
+    values = float_values(frame[metric])
+    for rank in chosen_ranks.tolist():
+        rows = np.flatnonzero(rank_col == rank)
+        if rows.size == 0:
+            continue
+        label = f"rank {rank}"
+        part = frame.iloc[rows][columns].reset_index(drop=True)
+        part[label] = values[rows]
+        out.append((int(rank), part, None if mask is None else {label: mask[rows]}))
+    return out
+
+
+def _first_t(parts: list[tuple[int, pd.DataFrame, Any]]) -> float | None:
+    firsts = [np.nanmin(p["t"].to_numpy(np.float64)) for _, p, _ in parts if "t" in p.columns and p["t"].notna().any()]
+    return float(min(firsts)) if firsts else None
+
+
+def _part_x(part: pd.DataFrame, kind: str, start: float | None) -> XAxis:
+    """x of one rank's rows; elapsed time counted from ``start`` (the run's first record on any rank)."""
+    from monitor_cb.analysis.series import _ELAPSED_DIVISOR, X_TITLES
+
+    if kind in _ELAPSED_DIVISOR and start is not None and "t" in part.columns:
+        t = part["t"].to_numpy(np.float64)
+        return XAxis(kind, (t - start) / _ELAPSED_DIVISOR[kind], X_TITLES[kind], False)
+    return x_axis(part, kind)
+
+
 # --------------------------------------------------------------------------- step time
 def rank_step_time_figure(
-    data: ChartData | pd.DataFrame,
+    data: ChartData | pd.DataFrame | RankMatrix,
     options: ChartOptions = DEFAULT_OPTIONS,
     *,
     metric: str = "step_time",
@@ -351,7 +433,7 @@ def rank_step_time_figure(
     """Step time per rank side by side (left) and relative to the other ranks' median per step (right).
 
     Args:
-        data: a merged multi-rank frame.
+        data: a merged multi-rank frame, or the metric's ranks side by side (``RunStore.rank_matrix``).
         options: ``n_out`` is the points per relative-time line; longer runs are cut into buckets
             drawn at their median (single-step hiccups do not clutter the view; the boxes show the
             spread); ``uirevision`` and ``height`` as usual. The x axis is always the step.
@@ -366,7 +448,7 @@ def rank_step_time_figure(
         99th percentile; the boxes are computed here, not sent as raw points) and a line
         ``rank <r> · <median ratio>×`` on the right.
     """
-    m = rank_matrix(ChartData.of(data).frame, metric)
+    m = data if isinstance(data, RankMatrix) else rank_matrix(ChartData.of(data).frame, metric)
     if m is None or not np.isfinite(m.values).any():
         return empty_figure(f"no {metric} logged yet", options.height)
     values = np.where(np.isfinite(m.values) & (m.values > 0), m.values, np.nan)

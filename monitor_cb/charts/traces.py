@@ -5,6 +5,7 @@ Internal to :mod:`monitor_cb.charts`; :mod:`monitor_cb.charts.figures` is the pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,7 @@ class RowFilter:
     logged: Masks
     draw: np.ndarray | None
     ranks: Ranks
+    others: Mapping[str, Any] | None = None  # metric -> other ranks' NaN/±inf cells (one rank's frame)
 
 
 def add_metric(
@@ -186,6 +188,9 @@ def add_metric(
     bad = picked[~np.isfinite(y_drawn)]
     points = BadPoints.of_drawn(xv, y, bad, plot, steps, filters.ranks)
     points = points.plus(BadPoints.of_other_ranks(df, xa, plot, filters, xv, y, n_out))
+    cells = (filters.others or {}).get(plot.metric)
+    if cells is not None and len(cells) and steps is not None:
+        points = points.plus(BadPoints.of_cells(cells, plot, xv, y, steps, n_out))
     return points.add_to(fig, plot)
 
 
@@ -297,6 +302,35 @@ class BadPoints:
         text = [
             f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
             for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
+        ]
+        return cls(x_other, anchor, text)
+
+    @classmethod
+    def of_cells(
+        cls, cells: Any, plot: MetricPlot, drawn_x: np.ndarray, drawn_y: np.ndarray, drawn_steps: np.ndarray, cap: int
+    ) -> BadPoints:
+        """Other ranks' NaN/±inf cells (``NonFinite``: steps, ranks, values), on the drawn curve at their step."""
+        steps = np.asarray(cells.steps)
+        rows = np.arange(steps.size)
+        if drawn_steps.size:  # only within the drawn steps (a zoom draws a range)
+            rows = rows[(steps >= drawn_steps.min()) & (steps <= drawn_steps.max())]
+        if rows.size > cap:
+            rows = rows[np.unique(np.linspace(0, rows.size - 1, cap).round().astype(np.int64))]
+        if rows.size == 0:
+            return cls(drawn_x[:0], np.empty(0), [])
+        order = np.argsort(drawn_steps, kind="stable")
+        at = order[np.minimum(np.searchsorted(drawn_steps[order], steps[rows]), order.size - 1)]
+        x_other = drawn_x[at]
+        good = np.flatnonzero(~np.isnan(drawable(drawn_y, plot.log)))
+        if good.size:
+            before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
+            anchor = drawn_y[good[np.maximum(before, 0)]]
+        else:
+            anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
+        values, ranks = np.asarray(cells.values)[rows], np.asarray(cells.ranks)[rows]
+        text = [
+            f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
+            for v, s, r in zip(values, steps[rows], ranks, strict=True)
         ]
         return cls(x_other, anchor, text)
 

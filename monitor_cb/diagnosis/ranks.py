@@ -93,6 +93,70 @@ def detect_straggler(
     return findings
 
 
+def detect_straggler_bands(
+    step: Any, data: Any | None, settings: DiagnosisSettings, *, places: Mapping[int, str] | None = None
+) -> list[Finding]:
+    """:func:`detect_straggler` from the aggregate across ranks (``RunStore.bands``): what a server keeps of a
+    run with many ranks, instead of every rank's rows.
+
+    Per step only the slowest rank (``hi_rank``) is a candidate, against the median of the others
+    (``others_median``); for the data wait, the rank waiting longest against the others' median wait,
+    in the median step time. One straggler is found as from the full matrix; of two ranks slow at the
+    same steps, each is named where it is the slower one.
+
+    Args:
+        step: the bands of ``step_time``; data: those of ``data_time`` (None: step time only).
+    """
+    if step is None or len(step.ranks) < 2 or len(step) == 0:
+        return []
+    steps = step.steps
+    with np.errstate(invalid="ignore", divide="ignore"):
+        others = np.where(step.others_median > 0, step.others_median, np.nan)
+        ratio = np.where(step.hi > 0, step.hi, np.nan) / others
+        slow_step = ratio >= settings.straggler_ratio
+        wait = np.full(steps.size, np.nan)
+        wait_rank = np.full(steps.size, -1)
+        if data is not None and len(data):
+            at = np.searchsorted(data.steps, steps)
+            found = at < data.steps.size
+            found[found] = data.steps[at[found]] == steps[found]
+            rows = at[found]
+            wait[found] = (data.hi[rows] - data.others_median[rows]) / np.where(
+                step.median[found] > 0, step.median[found], np.nan
+            )
+            wait_rank[found] = data.hi_rank[rows]
+        slow_wait = wait >= settings.straggler_ratio - 1
+    judged = np.where(np.isfinite(ratio), ratio, np.where(np.isfinite(wait), 1.0, np.nan))
+    findings: list[Finding] = []
+    for rank in step.ranks:
+        mine_step = step.hi_rank == rank
+        mine_wait = wait_rank == rank
+        flagged = (slow_step & mine_step) | (slow_wait & mine_wait)
+        for idx, first, last, ongoing in _persistent(judged, flagged, settings):
+            span = idx[first : last + 1]
+            as_slowest = span[mine_step[span] & np.isfinite(ratio[span])]
+            waits = span[mine_wait[span] & np.isfinite(wait[span])]
+            by_step = np.mean(slow_step[span] & mine_step[span]) >= np.mean(slow_wait[span] & mine_wait[span])
+            details = {
+                "slowdown": float(np.median(ratio[as_slowest])) if as_slowest.size else 1.0,
+                "step_time": float(np.median(step.hi[as_slowest]))
+                if as_slowest.size
+                else float(np.median(step.median[span])),
+                "others_step_time": float(np.median(others[as_slowest]))
+                if as_slowest.size
+                else float(np.median(step.median[span])),
+                "extra_wait": float(np.median(wait[waits])) if waits.size else None,
+                "share_slow": float(np.mean(flagged[span])),
+                "points": int(span.size),
+                "ongoing": ongoing,
+                "by": "step_time" if by_step else "data_time",
+                "aggregated": True,
+            }
+            details["data_share"] = _data_share(details)
+            findings.append(_straggler_finding(step, rank, span, details, places, settings))
+    return findings
+
+
 def _aligned(other: RankMatrix | None, m: RankMatrix) -> np.ndarray:
     """``other``'s values on ``m``'s steps and ranks (NaN where it has none)."""
     out = np.full(m.values.shape, np.nan)
@@ -115,11 +179,16 @@ def detect_rank_divergence(
     *,
     places: Mapping[int, str] | None = None,
     metrics: Iterable[str] = DIVERGENCE_METRICS,
+    matrices: Mapping[str, RankMatrix | None] | None = None,
 ) -> list[Finding]:
-    """Ranks whose loss or local grad norm stays apart from the other ranks' median (3+ ranks)."""
+    """Ranks whose loss or local grad norm stays apart from the other ranks' median (3+ ranks).
+
+    ``matrices`` (metric -> ranks side by side, ``RunStore.rank_matrix``) replace the frame: a run with
+    many ranks is judged without a merged frame.
+    """
     findings: list[Finding] = []
     for metric in metrics:
-        m = rank_matrix(frame, metric)
+        m = matrices.get(metric) if matrices is not None else rank_matrix(frame, metric)
         if m is None or m.ranks.size < 3:
             continue
         findings += _divergence(m, metric, settings, places)
@@ -204,7 +273,7 @@ def _data_share(details: dict[str, Any]) -> float | None:
 
 
 def _straggler_finding(
-    m: RankMatrix,
+    m: Any,
     rank: int,
     span: np.ndarray,
     details: dict[str, Any],
@@ -318,4 +387,11 @@ def read_rank_places(run_dir: str | Path) -> dict[int, str]:
     return rank_places(metas)
 
 
-__all__ = ["DIVERGENCE_METRICS", "detect_rank_divergence", "detect_straggler", "rank_places", "read_rank_places"]
+__all__ = [
+    "DIVERGENCE_METRICS",
+    "detect_rank_divergence",
+    "detect_straggler",
+    "detect_straggler_bands",
+    "rank_places",
+    "read_rank_places",
+]

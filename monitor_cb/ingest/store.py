@@ -328,6 +328,19 @@ class RunStore:
             source.read_rows()
         return {source.path: source.table for source in sources}
 
+    def rank_columns(self, run_id: str, column: str) -> dict[int, tuple[pd.DataFrame, dict[str, np.ndarray]]]:
+        """rank -> (a frame of ``step``, ``t`` and ``column``, its "was logged" mask): one metric of every rank,
+        for one line per rank (read from each rank's rows or cache file; nothing kept)."""
+        import pandas as pd
+
+        out = {}
+        for table in self._rank_tables(run_id).values():
+            steps, values, logged, t = table.column_since(column, 0)
+            if logged.any():
+                frame = pd.DataFrame({"step": steps, "t": t, column: values}, copy=False)
+                out[table.rank] = (frame, {column: logged})
+        return dict(sorted(out.items()))
+
     def rank_matrix(self, run_id: str, column: str, last: int | None = None) -> Any:
         """``column`` of every rank side by side (:class:`~monitor_cb.analysis.ranks.RankMatrix`), only the last
         ``last`` steps when given: per-rank detail on demand, built from each rank's rows, no merged frame."""
