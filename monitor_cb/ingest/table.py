@@ -297,10 +297,17 @@ class RankTable:
         )
 
     @classmethod
-    def from_state(cls, state: TableState, headroom: float = 0.25) -> RankTable:
-        """A table holding ``state``'s rows in its own buffers (copied, with room to grow), ready to append."""
+    def from_state(cls, state: TableState, headroom: float = 0.25, copy: bool = True) -> RankTable:
+        """A table holding ``state``'s rows, ready to append.
+
+        With ``copy`` the rows go into the table's own buffers (with room to grow); without, the
+        state's arrays (read-only: a mapped cache file, say) become the buffers as they are, and the
+        first write of any kind copies them first (a finished run is never copied).
+        """
         table = cls(state.rank)
         n = state.n
+        if not copy and n:
+            return table._adopt_state(state)
         cap = max(_MIN_CAPACITY, n + int(n * headroom))
         table._cap = cap
         table._step = _grown(np.asarray(state.step, np.int64), cap)
@@ -322,6 +329,22 @@ class RankTable:
         table.n = n
         table._last_step, table._last_seg, table._has_seg = state.last_step, state.last_seg, state.has_seg
         return table
+
+    def _adopt_state(self, state: TableState) -> RankTable:
+        n = state.n
+        self._cap = n
+        self._step, self._seg = state.step, state.seg
+        self._rank = np.full(n, state.rank, np.int64)
+        self._t = _Column(state.t[0], state.t[1])
+        self.floats = {name: _Column(v, lg) for name, (v, lg) in state.floats.items()}
+        self.texts = {name: _Column(v, lg) for name, (v, lg) in state.texts.items()}
+        if state.history is not None and len(state.history[0]):
+            steps, segs, columns = state.history
+            self._history = [(steps, segs, {name: (v, lg, v.dtype == object) for name, (v, lg) in columns.items()})]
+        self.n = n
+        self._shared = n  # every row is read-only: an in-place write copies first, an append grows
+        self._last_step, self._last_seg, self._has_seg = state.last_step, state.last_seg, state.has_seg
+        return self
 
     # ------------------------------------------------------------------ writing
     def append(self, batch: Batch) -> int:

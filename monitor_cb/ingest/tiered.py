@@ -43,6 +43,7 @@ class TieredTable:
         self._frozen_first: int | None = None
         self._frozen_last = -1  # the last step left on disk
         self._edits_base = 0  # keeps `edits` continuous when the table behind it changes
+        self._pristine = False  # nothing appended since the cache was opened: its rows can be used as they are
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -55,6 +56,7 @@ class TieredTable:
             return table
         frozen = state.n - OVERLAY
         table._full = None
+        table._pristine = True
         table._tail = RankTable.from_state(state.rows(frozen))
         table._cached = cached
         table._frozen = frozen
@@ -72,8 +74,11 @@ class TieredTable:
         if self._full is None:
             assert self._tail is not None and self._cached is not None
             before = self.edits
-            frozen = self._cached.state().head(self._frozen)
-            self._full = RankTable.from_state(concat_states(frozen, self._tail.state()))
+            if self._pristine:  # the cache file's rows as they are, mapped (copied only if ever written)
+                self._full = RankTable.from_state(self._cached.state(), copy=False)
+            else:
+                frozen = self._cached.state().head(self._frozen)
+                self._full = RankTable.from_state(concat_states(frozen, self._tail.state()))
             self._tail, self._cached = None, None
             self._edits_base = before - self._full.edits
         return self._full
@@ -170,6 +175,7 @@ class TieredTable:
     def append(self, batch: Batch) -> int:
         if self._full is None and not self._fits_tail(batch):
             self.materialize()
+        self._pristine = False
         return (self._full or self._tail).append(batch)  # type: ignore[union-attr]
 
     def clear(self) -> None:

@@ -262,3 +262,19 @@ def test_remote_runs_are_cached_locally(s3_env: object, tmp_path: Path) -> None:
     assert_frame_equal(again.read("exp1").frame, want)
     (source,) = again._runs["exp1"].sources.values()
     assert source.cache_hit and source.tail.resets == 0
+
+
+def test_a_finished_run_is_read_from_the_cache_without_a_copy(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(run_lines(1, 3 * OVERLAY))
+    cache = cache_at(tmp_path, tmp_path)
+    MetricsSource(path, cache=cache).poll()
+    again = MetricsSource(path, cache=cache)
+    again.poll()
+    _, frame, _ = again.frame_and_masks()
+    assert not frame["step"].to_numpy().flags.writeable  # the mapped cache file itself
+    assert_same(again, path)
+    append(path, run_lines(3 * OVERLAY + 1, 3 * OVERLAY + 5) + line({"step": 3, "seg": 1, "eval_loss": 1.0}))
+    again.poll()  # grows and edits: the rows are copied first, the earlier frame keeps its values
+    assert_same(again, path)
+    assert frame["step"].iloc[-1] == 3 * OVERLAY
