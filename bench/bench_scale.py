@@ -207,15 +207,16 @@ def bands_engines(steps: int, ranks: int) -> dict[str, float]:
     long = pl.DataFrame({"step": np.repeat(step, ranks), "rank": np.tile(np.arange(ranks), steps), "v": m.ravel()})
     t = time.perf_counter()
     long.group_by("step").agg(
-        pl.col("v").min(), pl.col("v").max(), pl.col("v").median(), pl.col("v").mean(),
-        pl.col("rank").get(pl.col("v").arg_max()),
+        pl.col("v").min().alias("lo"), pl.col("v").max().alias("hi"), pl.col("v").median().alias("median"),
+        pl.col("v").mean().alias("mean"), pl.col("rank").get(pl.col("v").arg_max()).alias("hi_rank"),
     )  # fmt: skip
     out["polars group_by"] = time.perf_counter() - t
     wide = pl.DataFrame({str(r): m[:, r] for r in range(ranks)})
     cols = [pl.col(str(r)) for r in range(ranks)]
     t = time.perf_counter()
     wide.select(
-        pl.min_horizontal(cols), pl.max_horizontal(cols), pl.mean_horizontal(cols),
+        pl.min_horizontal(cols).alias("lo"), pl.max_horizontal(cols).alias("hi"),
+        pl.mean_horizontal(cols).alias("mean"),
         pl.concat_list(cols).list.median().alias("median"), pl.concat_list(cols).list.arg_max().alias("hi_rank"),
     )  # fmt: skip
     out["polars list functions"] = time.perf_counter() - t

@@ -45,6 +45,7 @@ CACHE_DIR = ".monitor/cache"
 SUFFIX = ".arrow"
 _META_KEY = b"monitor_cb"
 SAMPLE_BLOCKS = 16
+NONFINITE_KEPT = 10_000  # NaN/inf cells per metric listed in a cache file's header
 SAMPLE_BYTES = 4096
 
 
@@ -84,6 +85,16 @@ class Fingerprint:
             data.get("samples"),
             tuple(int(x) for x in ident) if ident else None,  # type: ignore[arg-type]
         )
+
+
+def nonfinite_cells(state: TableState) -> dict[str, tuple[list[int], list[float], list[float]]]:
+    """Per metric, the logged NaN/±inf cells of ``state``'s main rows (metrics with too many left out)."""
+    cells = {}
+    for name, (values, logged) in state.floats.items():
+        rows = np.flatnonzero(logged & ~np.isfinite(values))
+        if rows.size <= NONFINITE_KEPT:
+            cells[name] = (state.step[rows].tolist(), values[rows].tolist(), state.t[0][rows].tolist())
+    return cells
 
 
 def sample_offsets(offset: int) -> list[tuple[int, int]]:
@@ -145,9 +156,13 @@ class CacheHeader:
     last_step: int = 0
     last_seg: int = 0
     has_seg: bool = False
+    # metric -> (steps, values, t) of its logged NaN/±inf main rows; a metric with more than
+    # NONFINITE_KEPT of them is left out (readers then scan its column)
+    nonfinite: dict[str, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "nonfinite": {k: [list(a) for a in v] for k, v in self.nonfinite.items()},
             "format": FORMAT,
             "fingerprint": self.fingerprint.to_json(),
             "rank": self.rank,
@@ -164,6 +179,10 @@ class CacheHeader:
         if data.get("format") != FORMAT:
             raise ValueError(f"cache format {data.get('format')!r}, expected {FORMAT}")
         last_step, last_seg, has_seg = data["state"]
+        nonfinite = {
+            str(k): ([int(x) for x in v[0]], [float(x) for x in v[1]], [float(x) for x in v[2]])
+            for k, v in data.get("nonfinite", {}).items()
+        }
         return cls(
             Fingerprint.from_json(data["fingerprint"]),
             int(data["rank"]),
@@ -175,6 +194,7 @@ class CacheHeader:
             int(last_step),
             int(last_seg),
             bool(has_seg),
+            nonfinite,
         )
 
 

@@ -83,10 +83,11 @@ class Kind(Generic[R]):
     compute: Callable[[str, list[RankColumn]], R]
     before: Callable[[R, int], R]
     concat: Callable[[R, R], R]
+    cells_only: bool = False  # reads only the NaN/±inf rows of each rank (TieredTable.nonfinite_since)
 
 
 BANDS: Kind[RankBands] = Kind(rank_bands, lambda b, s: b.before(s), lambda a, b: concat_bands([a, b]))
-NONFINITE: Kind[NonFinite] = Kind(nonfinite_of, lambda n, s: n.before(s), concat_nonfinite)
+NONFINITE: Kind[NonFinite] = Kind(nonfinite_of, lambda n, s: n.before(s), concat_nonfinite, cells_only=True)
 
 
 class Incremental(Generic[R]):
@@ -134,7 +135,11 @@ class Incremental(Generic[R]):
     def _compute(self, tables: dict[Any, RankRows], since: int) -> R:
         columns = []
         for table in tables.values():
-            steps, values, logged, t = table.column_since(self.metric, since)
+            if self.kind.cells_only and hasattr(table, "nonfinite_since"):
+                steps, values, t = table.nonfinite_since(self.metric, since)  # no scan of rows left on disk
+                logged = np.ones(steps.size, bool)
+            else:
+                steps, values, logged, t = table.column_since(self.metric, since)
             columns.append(RankColumn(table.rank, steps, values, logged, t))
         return self.kind.compute(self.metric, columns)
 

@@ -18,7 +18,7 @@ from monitor_cb.ingest.parse import BULK_MIN_BYTES, ChunkParser
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.ingest.table import RankTable
 from monitor_cb.ingest.tail import Chunk, FileTail
-from monitor_cb.ingest.tiered import TieredTable
+from monitor_cb.ingest.tiered import OVERLAY, TieredTable
 from monitor_cb.record import meta_path_for
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class MetricsSource(TableSource):
 
     def _maybe_write_cache(self) -> None:
         """Write the rows read so far once enough bytes came after the last cache file."""
-        from monitor_cb.ingest.colcache import CacheHeader, Summary
+        from monitor_cb.ingest.colcache import CacheHeader, Summary, nonfinite_cells
 
         assert self.cache is not None
         offset = self.tail.offset
@@ -279,9 +279,16 @@ class MetricsSource(TableSource):
             last_step=state.last_step,
             last_seg=state.last_seg,
             has_seg=state.has_seg,
+            nonfinite=nonfinite_cells(state),
         )
-        if self.cache.write(self.path, state, header):
-            self.cached_offset = offset
+        if not self.cache.write(self.path, state, header):
+            return
+        self.cached_offset = offset
+        if self.lazy and not self.table.lazy and state.n > OVERLAY:
+            # the rows just written stay on disk until asked for: a run's other ranks cost no memory
+            cached = self.cache.open(self.path, self.table.rank)
+            if cached is not None and cached.header.fingerprint == fingerprint:
+                self.table = TieredTable.from_cache(cached, lazy=True)
 
     def _reset(self) -> None:
         self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)

@@ -123,6 +123,25 @@ class TieredTable:
         disk = (state.step[start:], values[start:], logged[start:], state.t[0][start:])
         return tuple(np.concatenate([a, b]) for a, b in zip(disk, tail, strict=True))  # type: ignore[return-value]
 
+    def nonfinite_since(self, name: str, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, values, t) of the logged NaN/±inf rows of one metric from ``step`` on; for rows left on
+        disk from the cache file's list of them (no scan) when it has one."""
+        listed = None if self._cached is None else self._cached.header.nonfinite.get(name)
+        if self._full is not None or listed is None:
+            steps, values, logged, t = self.column_since(name, step)
+            rows = np.flatnonzero(logged & ~np.isfinite(values))
+            return steps[rows], values[rows], t[rows]
+        assert self._tail is not None
+        disk_steps = np.asarray(listed[0], np.int64)
+        keep = (disk_steps >= step) & (disk_steps <= self._frozen_last)
+        steps, values, logged, t = self._tail.column_since(name, max(step, self._frozen_last + 1))
+        rows = np.flatnonzero(logged & ~np.isfinite(values))
+        return (
+            np.concatenate([disk_steps[keep], steps[rows]]),
+            np.concatenate([np.asarray(listed[1], np.float64)[keep], values[rows]]),
+            np.concatenate([np.asarray(listed[2], np.float64)[keep], t[rows]]),
+        )
+
     @property
     def n(self) -> int:
         return self._full.n if self._full is not None else self._frozen + self._tail.n  # type: ignore[union-attr]

@@ -119,3 +119,25 @@ def test_rank_matrix_of_the_last_steps(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got.steps, want.steps[-50:])
     np.testing.assert_array_equal(got.values, want.values[-50:])
     np.testing.assert_array_equal(got.ranks, want.ranks)
+
+
+def test_nonfinite_cells_of_ranks_left_on_disk(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    run = root / "run"
+    run.mkdir(parents=True)
+    for rank in range(3):
+        write_rank(run, rank, range(1, 3 * OVERLAY), 6)
+    places = [Place(root / ".monitor" / "cache", root)]
+    first = RunStore(root, cache=places)
+    first.cache.min_bytes = 1
+    first.list_runs()  # reads and writes the cache; the rows go back to disk
+    assert all(s.table.lazy for s in first._runs["run"].sources.values())
+    store = RunStore(root, cache=places)
+    for rank in range(3):
+        write_rank(run, rank, range(3 * OVERLAY, 3 * OVERLAY + 40), 7)
+    cells = store.nonfinite("run", "step_time")
+    assert all(s.table.lazy for s in store._runs["run"].sources.values())  # from the cache files' lists
+    data = RunStore(root, cache=False).read("run")
+    bad = data.frame[data.masks["step_time"] & ~np.isfinite(data.frame["step_time"])]
+    assert list(zip(cells.steps, cells.ranks, strict=True)) == list(zip(bad["step"], bad["rank"], strict=True))
+    assert np.array_equal(np.isnan(cells.values), np.isnan(bad["step_time"].to_numpy()))
