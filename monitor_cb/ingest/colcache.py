@@ -151,7 +151,7 @@ class CacheHeader:
     n_main: int
     kinds: dict[str, str]
     bad_count: int
-    bad_lines: tuple[tuple[int, str], ...]
+    bad_lines: tuple[tuple[int, str, bool], ...]  # offset, reason, only a value on the line was skipped
     summary: Summary
     last_step: int = 0
     last_seg: int = 0
@@ -159,9 +159,11 @@ class CacheHeader:
     # metric -> (steps, values, t) of its logged NaN/±inf main rows; a metric with more than
     # NONFINITE_KEPT of them is left out (readers then scan its column)
     nonfinite: dict[str, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
+    texts_out: tuple[str, ...] = ()  # keys whose text values are in the rows (the parser's state)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "texts_out": list(self.texts_out),
             "nonfinite": {k: [list(a) for a in v] for k, v in self.nonfinite.items()},
             "format": FORMAT,
             "fingerprint": self.fingerprint.to_json(),
@@ -189,12 +191,13 @@ class CacheHeader:
             int(data["n_main"]),
             {str(k): str(v) for k, v in data["kinds"].items()},
             int(data["bad_count"]),
-            tuple((int(o), str(r)) for o, r in data["bad_lines"]),
+            tuple((int(b[0]), str(b[1]), bool(b[2]) if len(b) > 2 else False) for b in data["bad_lines"]),
             Summary.from_json(data["summary"]),
             int(last_step),
             int(last_seg),
             bool(has_seg),
             nonfinite,
+            tuple(str(k) for k in data.get("texts_out", ())),
         )
 
 

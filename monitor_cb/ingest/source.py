@@ -252,7 +252,8 @@ class MetricsSource(TableSource):
         self.table = table
         self.parser.kinds = dict(header.kinds)
         self.bad_count = header.bad_count
-        self.bad_lines = [BadLine(offset, reason) for offset, reason in header.bad_lines]
+        self.bad_lines = [BadLine(offset, reason, partial) for offset, reason, partial in header.bad_lines]
+        self.parser._texts_out = set(header.texts_out)
         self.cached_offset = header.fingerprint.offset
         self.cache_hit = True
 
@@ -274,12 +275,13 @@ class MetricsSource(TableSource):
             n_main=state.n,
             kinds=dict(self.parser.kinds),
             bad_count=self.bad_count,
-            bad_lines=tuple((b.offset, b.reason) for b in self.bad_lines),
+            bad_lines=tuple((b.offset, b.reason, b.partial) for b in self.bad_lines),
             summary=Summary.of(state),
             last_step=state.last_step,
             last_seg=state.last_seg,
             has_seg=state.has_seg,
             nonfinite=nonfinite_cells(state),
+            texts_out=tuple(sorted(self.parser._texts_out)),
         )
         if not self.cache.write(self.path, state, header):
             return

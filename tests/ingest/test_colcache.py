@@ -48,7 +48,11 @@ def fresh(path: Path, all_segments: bool = False) -> tuple[object, dict[str, np.
 
 
 def assert_same(source: MetricsSource, path: Path) -> None:
-    """The source's rows (cache + tail) equal a plain parse of the whole file, masks and history included."""
+    """The source's rows (cache + tail) equal a plain parse of the whole file, masks, history and bad lines
+    included."""
+    plain = MetricsSource(path)
+    plain.poll()
+    assert (source.bad_count, source.bad_lines) == (plain.bad_count, plain.bad_lines)
     for all_segments in (False, True):
         _, frame, masks = source.frame_and_masks(all_segments)
         want_frame, want_masks = fresh(path, all_segments)
@@ -278,3 +282,17 @@ def test_a_finished_run_is_read_from_the_cache_without_a_copy(tmp_path: Path) ->
     again.poll()  # grows and edits: the rows are copied first, the earlier frame keeps its values
     assert_same(again, path)
     assert frame["step"].iloc[-1] == 3 * OVERLAY
+
+
+def test_a_key_turning_numeric_after_the_cache_is_read_again(tmp_path: Path) -> None:
+    """Text values of a key went into the cache; the key turns numeric in the tail: the file is read again."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b"".join(line({"step": s, "loss": 1.0, "phase": f"p{s}"}) for s in range(1, 200)))
+    cache = cache_at(tmp_path, tmp_path)
+    MetricsSource(path, cache=cache).poll()
+    append(path, b"".join(line({"step": s, "loss": 1.0, "phase": float(s)}) for s in range(200, 210)))
+    again = MetricsSource(path, cache=cache)
+    again.poll()
+    assert again.cache_hit
+    assert_same(again, path)
+    assert again.parser.kinds["phase"] != "text"
