@@ -99,10 +99,11 @@ def detect_straggler_bands(
     """:func:`detect_straggler` from the aggregate across ranks (``RunStore.bands``): what a server keeps of a
     run with many ranks, instead of every rank's rows.
 
-    Per step only the slowest rank (``hi_rank``) is a candidate, against the median of the others
-    (``others_median``); for the data wait, the rank waiting longest against the others' median wait,
-    in the median step time. One straggler is found as from the full matrix; of two ranks slow at the
-    same steps, each is named where it is the slower one.
+    Per step only the slowest rank (``hi_rank``) can cost the job step time beyond the others' median
+    (``others_median``), and only the rank waiting longest for data (the data bands' ``hi_rank``) can
+    cost it data wait beyond theirs; each as a share of the job's step (the slowest step time). One
+    straggler is found as from the full matrix; of two ranks slow at the same steps, each is named
+    where it is the slower one.
 
     Args:
         step: the bands of ``step_time``; data: those of ``data_time`` (None: step time only).
@@ -111,45 +112,51 @@ def detect_straggler_bands(
         return []
     steps = step.steps
     with np.errstate(invalid="ignore", divide="ignore"):
+        job = np.where(step.hi > 0, step.hi, np.nan)  # the job moves at its slowest rank's pace
         others = np.where(step.others_median > 0, step.others_median, np.nan)
-        ratio = np.where(step.hi > 0, step.hi, np.nan) / others
-        slow_step = ratio >= settings.straggler_ratio
-        wait = np.full(steps.size, np.nan)
+        cost_step = (job - others) / job
+        extra_wait = np.full(steps.size, np.nan)
         wait_rank = np.full(steps.size, -1)
         if data is not None and len(data):
             at = np.searchsorted(data.steps, steps)
             found = at < data.steps.size
             found[found] = data.steps[at[found]] == steps[found]
             rows = at[found]
-            wait[found] = (data.hi[rows] - data.others_median[rows]) / np.where(
-                step.median[found] > 0, step.median[found], np.nan
-            )
+            extra_wait[found] = data.hi[rows] - data.others_median[rows]
             wait_rank[found] = data.hi_rank[rows]
-        slow_wait = wait >= settings.straggler_ratio - 1
-    judged = np.where(np.isfinite(ratio), ratio, np.where(np.isfinite(wait), 1.0, np.nan))
+        cost_wait = extra_wait / job
+        slow_step = cost_step >= settings.straggler_cost
+        slow_wait = cost_wait >= settings.straggler_cost
+    judged = np.where(np.isfinite(cost_step), cost_step, cost_wait)  # steps where any rank could be judged
     findings: list[Finding] = []
     for rank in step.ranks:
         mine_step = step.hi_rank == rank
         mine_wait = wait_rank == rank
         flagged = (slow_step & mine_step) | (slow_wait & mine_wait)
+        cost = np.fmax(np.where(mine_step, cost_step, np.nan), np.where(mine_wait, cost_wait, np.nan))
         for idx, first, last, ongoing in _persistent(judged, flagged, settings):
             span = idx[first : last + 1]
-            as_slowest = span[mine_step[span] & np.isfinite(ratio[span])]
-            waits = span[mine_wait[span] & np.isfinite(wait[span])]
-            by_step = np.mean(slow_step[span] & mine_step[span]) >= np.mean(slow_wait[span] & mine_wait[span])
+            as_slowest = span[mine_step[span] & np.isfinite(cost_step[span])]
+            waits = span[mine_wait[span] & np.isfinite(extra_wait[span])]
+            costs = cost[span][np.isfinite(cost[span])]
             details = {
-                "slowdown": float(np.median(ratio[as_slowest])) if as_slowest.size else 1.0,
-                "step_time": float(np.median(step.hi[as_slowest]))
+                "cost": float(np.median(costs)) if costs.size else 0.0,
+                "slowdown": float(np.median(job[as_slowest] / others[as_slowest])) if as_slowest.size else 1.0,
+                "step_time": float(np.median(job[as_slowest]))
                 if as_slowest.size
                 else float(np.median(step.median[span])),
                 "others_step_time": float(np.median(others[as_slowest]))
                 if as_slowest.size
                 else float(np.median(step.median[span])),
-                "extra_wait": float(np.median(wait[waits])) if waits.size else None,
+                "job_step_time": float(np.median(job[span])),
+                "extra_wait": float(np.median(extra_wait[waits])) if waits.size else None,
                 "share_slow": float(np.mean(flagged[span])),
                 "points": int(span.size),
                 "ongoing": ongoing,
-                "by": "step_time" if by_step else "data_time",
+                "by": "step_time"
+                if np.mean(slow_step[span] & mine_step[span]) >= np.mean(slow_wait[span] & mine_wait[span])
+                else "data_time",
+                "threshold": settings.straggler_cost,
                 "aggregated": True,
             }
             details["data_share"] = _data_share(details)
