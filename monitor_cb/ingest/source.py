@@ -144,8 +144,8 @@ class MetricsSource(TableSource):
         self._cache_checked = cache is None
         self._listed: tuple[Ident, SourceSummary, int] | None = None  # from the root's index: not read yet
 
-    def poll(self) -> int:
-        """Read what is new; returns the number of records taken (0 when idle)."""
+    def poll(self, limit: int | None = None) -> int:
+        """Read what is new (about ``limit`` bytes at most); returns the number of records taken (0 when idle)."""
         with self.lock:
             if self._listed is not None:
                 if self._listed_unchanged():
@@ -154,22 +154,22 @@ class MetricsSource(TableSource):
             if not self._cache_checked:
                 self._cache_checked = True
                 self._from_cache()
-            taken = self._read_new()
+            taken = self._read_new(limit)
             if self.parser.reread:
                 # A key turned numeric after its text values went into the table: read the file
                 # again knowing it, so those values are counted as bad and the column is numeric.
                 self.parser.restart()
                 self._clear()
                 self.tail.rewind()
-                taken = self._read_new()
+                taken = self._read_new(limit)
             self.last_poll = time.time()
-            if taken and self.cache is not None:
+            if taken and self.cache is not None and limit is None:  # (a read in steps writes once at its end)
                 self._maybe_write_cache()
             return taken
 
-    def _read_new(self) -> int:
+    def _read_new(self, limit: int | None = None) -> int:
         taken = 0
-        for item in self.tail.poll():
+        for item in self.tail.poll() if limit is None else self.tail.poll(limit):
             if isinstance(item, Chunk):
                 if item.reset:
                     self._reset()

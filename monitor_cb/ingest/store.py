@@ -39,6 +39,20 @@ if TYPE_CHECKING:
     from monitor_cb.ingest.rankagg import NonFinite
 
 _META_CAP = 1 << 20
+LOAD_STEP_BYTES = 32 << 20  # a first read larger than this goes in the background, in steps this size
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """How far the background first read of a run is: bytes of its files read, and rows so far."""
+
+    bytes_read: int
+    bytes_total: int
+    rows: int
+
+    @property
+    def fraction(self) -> float:
+        return min(self.bytes_read / self.bytes_total, 1.0) if self.bytes_total else 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,7 @@ class _Run:
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
         self.tensorboard: TensorBoardGroup | None = None
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
+        self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
 
 
 class RunStore:
@@ -289,6 +304,41 @@ class RunStore:
         """
         return RunFrame.of(run_id, self._snapshot(run_id, rank, all_segments), rank, all_segments)
 
+    # ------------------------------------------------------------------ long first reads
+    def load_progress(self, run_id: str) -> LoadProgress | None:
+        """None when the run can be read now; else how far its first read is (started here, in the background).
+
+        A run with more than :data:`LOAD_STEP_BYTES` not read yet (a long run on a fresh server, with no
+        cache file covering it) is read by a background thread in steps of that size, so a page can
+        show progress and stay usable; reading it meanwhile waits for the step in progress only.
+        """
+        run = self._run(run_id)
+        with run.lock:
+            if run.loader is not None:
+                thread, total = run.loader
+                if thread.is_alive():
+                    return self._progress(run, total)
+                run.loader = None
+                return None
+            if self.remote is not None:
+                return None
+            sources = [s for s in run.sources.values() if isinstance(s, MetricsSource)]
+            total = sum(s.tail.offset + s.tail.unread for s in sources)
+            if sum(s.tail.unread for s in sources) <= LOAD_STEP_BYTES:
+                return None
+            thread = threading.Thread(
+                target=_read_in_steps, args=(sources,), name=f"monitor-cb-load-{run_id}", daemon=True
+            )
+            run.loader = (thread, total)
+            thread.start()
+            return self._progress(run, total)
+
+    @staticmethod
+    def _progress(run: _Run, total: int) -> LoadProgress:
+        sources = [s for s in run.sources.values() if isinstance(s, MetricsSource)]
+        read = sum(s.tail.offset for s in sources)
+        return LoadProgress(min(read, total), total, sum(s.table.n for s in sources))
+
     # ------------------------------------------------------------------ across ranks
     def ranks_of(self, run_id: str) -> list[int]:
         """The run's ranks (polled; files only listed so far are read, their rows left on disk)."""
@@ -395,6 +445,23 @@ class RunStore:
                 hit = Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order, version, ignored)
                 run.merged = {version: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
+
+
+def _read_in_steps(sources: list[MetricsSource]) -> None:
+    """Read each file in steps of :data:`LOAD_STEP_BYTES` (its lock is free between steps), then once more
+    as a whole (which writes its cache file)."""
+    for source in sources:
+        with source.lock:
+            source._listed = None
+        while True:
+            before = source.tail.offset
+            source.poll(limit=LOAD_STEP_BYTES)
+            if source.tail.offset == before:
+                break
+        source.poll()
+        if source.cache is not None and source.tail.offset > source.cached_offset:
+            with source.lock:
+                source._maybe_write_cache()
 
 
 def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> Any:

@@ -68,12 +68,24 @@ class FileTail:
         self._skipping = False
 
     @property
+    def unread(self) -> int:
+        """Bytes of the file (as of the last look) not read yet."""
+        try:
+            return max(os.stat(self.path).st_size - self.offset, 0)
+        except OSError:
+            return 0
+
+    @property
     def pending(self) -> int:
         """Bytes after the last newline: a line still being written, or torn by a crash."""
         return max(self.size - self.offset, 0)
 
-    def poll(self) -> Iterator[Chunk | Skipped]:
-        """Yield what is new since the last poll; nothing when the file did not change."""
+    def poll(self, limit: int | None = None) -> Iterator[Chunk | Skipped]:
+        """Yield what is new since the last poll; nothing when the file did not change.
+
+        ``limit``: stop after about this many bytes (a long first read in steps, with progress
+        between them); the next poll goes on from there.
+        """
         try:
             st = os.stat(self.path)
         except OSError:
@@ -90,11 +102,11 @@ class FileTail:
         except OSError:
             return
         try:
-            yield from self._read(fd)
+            yield from self._read(fd, limit)
         finally:
             os.close(fd)
 
-    def _read(self, fd: int) -> Iterator[Chunk | Skipped]:
+    def _read(self, fd: int, limit: int | None = None) -> Iterator[Chunk | Skipped]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return
@@ -103,8 +115,12 @@ class FileTail:
             yield Chunk(0, b"", reset=True)
         self.size, self.mtime = st.st_size, st.st_mtime
         self._ident = (st.st_ino, st.st_dev)
+        chunk = READ_CHUNK if limit is None else max(min(READ_CHUNK, limit), self.line_cap + 1)
+        start = self.offset
         while self.offset < st.st_size:
-            data = os.pread(fd, min(st.st_size - self.offset, READ_CHUNK), self.offset)
+            if limit is not None and self.offset - start >= limit:
+                return  # the rest at the next poll (the signature stays old, so it comes)
+            data = os.pread(fd, min(st.st_size - self.offset, chunk), self.offset)
             if not data:
                 break
             item = self._consume(fd, data)
