@@ -129,6 +129,7 @@ class RunStore:
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
+        self._listed: tuple[float, list[RunInfo]] | None = None  # (monotonic time, the last listing)
         self.cache = _columnar_cache(root if self.remote is None else str(self.remote.url), self.root, cache)
         self.index = _summary_index(self.cache, self.root) if self.remote is None else None
 
@@ -189,8 +190,23 @@ class RunStore:
             return sum(self.remote.map(lambda source: source.poll(), sources))
         return sum(source.poll() for source in sources)
 
-    def list_runs(self) -> list[RunInfo]:
-        """Every run with its status, newest write first; cheap enough for every refresh."""
+    def list_runs(self, max_age: float = 0.0) -> list[RunInfo]:
+        """Every run with its status, newest write first; cheap enough for every refresh.
+
+        ``max_age``: a listing made at most this many seconds ago (by any session) is returned as it
+        is, so thirty viewers refreshing every second list the root a few times a second, not thirty.
+        """
+        if max_age > 0:
+            with self._lock:
+                last = self._listed
+            if last is not None and 0 <= time.monotonic() - last[0] <= max_age:
+                return list(last[1])
+        infos = self._list_runs()
+        with self._lock:
+            self._listed = (time.monotonic(), infos)
+        return list(infos)
+
+    def _list_runs(self) -> list[RunInfo]:
         self.refresh()
         self.poll()
         if self.remote is not None:  # metadata objects that changed are fetched in parallel, then read from memory

@@ -248,3 +248,14 @@ def test_masks_mapping_is_lazy_read_only_and_names_every_logged_column(tmp_path:
         mask[0] = False  # read-only: nobody can change what other readers see
     with pytest.raises(KeyError, match="no column 'nope'"):
         data.logged("nope")
+
+
+def test_a_recent_listing_is_shared(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    append(tmp_path / "run" / "metrics.jsonl", records(1, 5))
+    store = RunStore(tmp_path, rescan_interval_s=0)
+    assert store.list_runs()[0].last_step == 5
+    append(tmp_path / "run" / "metrics.jsonl", records(6, 7))
+    assert store.list_runs(max_age=3600)[0].last_step == 5  # the listing of a moment ago
+    assert store.list_runs()[0].last_step == 7  # a fresh one
+    assert store.list_runs(max_age=3600)[0].last_step == 7
