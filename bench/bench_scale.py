@@ -165,6 +165,8 @@ if data.rank is not None:
     findings = view.rank_findings(store, run_id, data.rank, findings, DiagnosisSettings())
 diagnosis = time.perf_counter() - t
 hits = sum(getattr(s, "cache_hit", False) for s in store._runs[run_id].sources.values())
+if store.cache is not None:
+    store.cache.wait(600)  # cache files are written in the background; a server lives on, this process ends
 print(json.dumps({{"first_chart": first_chart, "imported": imported, "listed": listed, "read": read,
                   "rss": rss, "rss_after_diagnosis": proc.memory_info().rss,
                   "diagnosis": diagnosis, "json_bytes": size, "cache_hits": hits,

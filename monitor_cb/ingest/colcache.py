@@ -300,7 +300,12 @@ class ColumnarCache:
         self.writes = 0
         self.min_bytes = min_bytes
         self.growth = growth
+        self.background: Any = None  # a monitor_cb.ingest.shared.Background: writes leave the poll
         self._current = 0
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """Block until background writes are done (tests, benchmarks)."""
+        return True if self.background is None else bool(self.background.wait_idle(timeout))
 
     def due(self, offset: int, cached: int) -> bool:
         """Whether a file read up to ``offset`` whose cache holds ``cached`` bytes should be written again."""
@@ -383,6 +388,7 @@ def _write_atomic(path: Path, boundary: Path, state: TableState, header: CacheHe
         path.parent.mkdir(parents=True, exist_ok=True)
         if not is_within(path.parent, boundary):
             return f"unwritable: {path.parent} resolves outside {boundary}"
+        _remove_stale(path)
         _write_file(tmp, state, header)
         os.replace(tmp, path)
     except OSError as exc:
@@ -393,6 +399,20 @@ def _write_atomic(path: Path, boundary: Path, state: TableState, header: CacheHe
     except ValueError as exc:
         return str(exc)
     return None
+
+
+STALE_TMP_S = 600.0  # a temporary file this old was left by a process that ended mid-write
+
+
+def _remove_stale(path: Path) -> None:
+    """Temporary files of ``path`` left by a server that stopped while writing (only old ones: another
+    server may be writing right now)."""
+    import time
+
+    for old in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_TMP_S:
+                old.unlink()
 
 
 def _is_remote(path: PurePath) -> bool:

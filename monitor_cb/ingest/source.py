@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -258,9 +259,8 @@ class MetricsSource(TableSource):
         self.cache_hit = True
 
     def _maybe_write_cache(self) -> None:
-        """Write the rows read so far once enough bytes came after the last cache file."""
-        from monitor_cb.ingest.colcache import CacheHeader, Summary, nonfinite_cells
-
+        """Write the rows read so far once enough bytes came after the last cache file (in the cache's
+        background thread when it has one: the rows handed over never change, and a refresh does not wait)."""
         assert self.cache is not None
         offset = self.tail.offset
         if not self.cache.due(offset, self.cached_offset):
@@ -268,29 +268,48 @@ class MetricsSource(TableSource):
         fingerprint = self.tail.fingerprint()
         if fingerprint is None:
             return
-        state = self.table.state()
-        header = CacheHeader(
-            fingerprint=fingerprint,
-            rank=state.rank,
-            n_main=state.n,
-            kinds=dict(self.parser.kinds),
-            bad_count=self.bad_count,
-            bad_lines=tuple((b.offset, b.reason, b.partial) for b in self.bad_lines),
-            summary=Summary.of(state),
-            last_step=state.last_step,
-            last_seg=state.last_seg,
-            has_seg=state.has_seg,
-            nonfinite=nonfinite_cells(state),
-            texts_out=tuple(sorted(self.parser._texts_out)),
-        )
-        if not self.cache.write(self.path, state, header):
-            return
         self.cached_offset = offset
-        if self.lazy and not self.table.lazy and state.n > OVERLAY:
+        job = self._cache_job(fingerprint)
+        if self.cache.background is None:
+            job()
+        else:
+            self.cache.background.submit(("cache", str(self.path)), offset, job)
+
+    def _cache_job(self, fingerprint: Any) -> Callable[[], None]:
+        from monitor_cb.ingest.colcache import CacheHeader, Summary, nonfinite_cells
+
+        assert self.cache is not None
+        cache, table = self.cache, self.table
+        state, version = table.state(), table.version
+        bad = tuple((b.offset, b.reason, b.partial) for b in self.bad_lines)
+        kinds, texts_out, bad_count = dict(self.parser.kinds), tuple(sorted(self.parser._texts_out)), self.bad_count
+
+        def write() -> None:
+            header = CacheHeader(
+                fingerprint=fingerprint,
+                rank=state.rank,
+                n_main=state.n,
+                kinds=kinds,
+                bad_count=bad_count,
+                bad_lines=bad,
+                summary=Summary.of(state),
+                last_step=state.last_step,
+                last_seg=state.last_seg,
+                has_seg=state.has_seg,
+                nonfinite=nonfinite_cells(state),
+                texts_out=texts_out,
+            )
+            if not cache.write(self.path, state, header) or not self.lazy or state.n <= OVERLAY:
+                return
             # the rows just written stay on disk until asked for: a run's other ranks cost no memory
-            cached = self.cache.open(self.path, self.table.rank)
-            if cached is not None and cached.header.fingerprint == fingerprint:
-                self.table = TieredTable.from_cache(cached, lazy=True)
+            cached = cache.open(self.path, state.rank)
+            if cached is None or cached.header.fingerprint != fingerprint:
+                return
+            with self.lock:
+                if self.table is table and table.version == version and not table.lazy:
+                    self.table = TieredTable.from_cache(cached, lazy=True)
+
+        return write
 
     def _reset(self) -> None:
         self.parser = ChunkParser(self.parser.line_cap, self.parser.bulk_min_bytes)

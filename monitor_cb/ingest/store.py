@@ -493,7 +493,13 @@ def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> A
         if setting is True and env.get("MONITOR_CACHE", "").lower() in ("off", "0", "false", "no"):
             env.pop("MONITOR_CACHE")
         places = places_for(root, env)
-    return ColumnarCache(places, path) if places else None
+    if not places:
+        return None
+    from monitor_cb.ingest.shared import Background
+
+    cache = ColumnarCache(places, path)
+    cache.background = Background()  # a server's refresh never waits for a cache file being written
+    return cache
 
 
 def _summary_index(cache: Any, root: Path) -> Any:

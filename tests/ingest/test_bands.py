@@ -95,6 +95,7 @@ def test_bands_of_ranks_left_on_disk(tmp_path: Path) -> None:
     first = RunStore(root, cache=places)
     first.cache.min_bytes = 1
     first.read("run")
+    assert first.cache.wait()
     store = RunStore(root, cache=places)
     got = store.bands("run", "step_time")
     assert all(s.table.lazy for s in store._runs["run"].sources.values())  # bands need no rows in memory
@@ -131,6 +132,7 @@ def test_nonfinite_cells_of_ranks_left_on_disk(tmp_path: Path) -> None:
     first = RunStore(root, cache=places)
     first.cache.min_bytes = 1
     first.list_runs()  # reads and writes the cache; the rows go back to disk
+    assert first.cache.wait()
     assert all(s.table.lazy for s in first._runs["run"].sources.values())
     store = RunStore(root, cache=places)
     for rank in range(3):

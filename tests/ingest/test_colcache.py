@@ -167,6 +167,7 @@ def test_store_writes_under_the_root_and_reopens_from_it(tmp_path: Path) -> None
     first = RunStore(tmp_path / "logs", cache=places)
     first.cache.min_bytes = 1
     want = first.read("exp").frame
+    assert first.cache.wait()
     cached = sorted(p.name for p in (tmp_path / "logs" / ".monitor" / "cache" / "exp").iterdir())
     assert cached == [f"metrics.rank{r}.jsonl.arrow" for r in range(3)]
     second = RunStore(tmp_path / "logs", cache=places)
@@ -185,6 +186,7 @@ def test_an_unwritable_root_falls_back_to_the_state_folder(tmp_path: Path) -> No
     store = RunStore(root, cache=places)
     store.cache.min_bytes = 1
     store.read("exp")
+    assert store.cache.wait()
     written = [p for p in state.rglob("*.arrow")]
     assert len(written) == 1 and written[0].name == "metrics.jsonl.arrow"
     assert sorted(p.name for p in root.rglob("*")) == [".monitor", "exp", "metrics.jsonl"]
@@ -259,6 +261,7 @@ def test_remote_runs_are_cached_locally(s3_env: object, tmp_path: Path) -> None:
     store = remote_store(s3_env.url("root"))  # type: ignore[attr-defined]
     store.cache.min_bytes = 1
     want = store.read("exp1").frame
+    assert store.cache.wait()
     state = Path(os.environ["MONITOR_STATE_DIR"])
     assert [p.name for p in state.rglob("*.arrow")] == ["metrics.jsonl.arrow"]
     again = remote_store(s3_env.url("root"))  # type: ignore[attr-defined]
@@ -296,3 +299,18 @@ def test_a_key_turning_numeric_after_the_cache_is_read_again(tmp_path: Path) -> 
     assert again.cache_hit
     assert_same(again, path)
     assert again.parser.kinds["phase"] != "text"
+
+
+def test_a_temporary_file_left_by_a_stopped_server_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(run_lines(1, 50))
+    cache = cache_at(tmp_path, tmp_path)
+    target = cache.path_for(path)
+    assert target is not None
+    target.parent.mkdir(parents=True)
+    stale, fresh_tmp = target.with_name(f".{target.name}.1.2.tmp"), target.with_name(f".{target.name}.3.4.tmp")
+    stale.write_bytes(b"half")
+    fresh_tmp.write_bytes(b"another server writing")
+    os.utime(stale, (1, 1))
+    MetricsSource(path, cache=cache).poll()
+    assert not stale.exists() and fresh_tmp.exists() and target.exists()

@@ -32,6 +32,7 @@ def test_a_long_first_read_reports_progress_then_reads_as_usual(tmp_path: Path, 
         assert time.monotonic() < deadline, "the background read never finished"
     assert seen and seen[0].fraction < 1
     assert [p.bytes_read for p in seen] == sorted(p.bytes_read for p in seen)
+    assert store.cache.wait()
     plain = RunStore(root, cache=False).read("run")
     assert_frame_equal(store.read("run").frame, plain.frame)
     assert len(list((root / ".monitor" / "cache" / "run").glob("*.arrow"))) == 2  # written once, at the end
