@@ -259,8 +259,9 @@ class MetricsSource(TableSource):
         self.cache_hit = True
 
     def _maybe_write_cache(self) -> None:
-        """Write the rows read so far once enough bytes came after the last cache file (in the cache's
-        background thread when it has one: the rows handed over never change, and a refresh does not wait)."""
+        """Write the rows read so far once enough bytes came after the last cache file (rewrites in the
+        cache's background thread when it has one: the rows handed over never change, and a refresh does
+        not wait; the first one now, so a first read of many ranks never holds them all)."""
         assert self.cache is not None
         offset = self.tail.offset
         if not self.cache.due(offset, self.cached_offset):
@@ -268,10 +269,11 @@ class MetricsSource(TableSource):
         fingerprint = self.tail.fingerprint()
         if fingerprint is None:
             return
+        first = self.cached_offset == 0
         self.cached_offset = offset
         job = self._cache_job(fingerprint)
-        if self.cache.background is None:
-            job()
+        if self.cache.background is None or first:
+            job()  # the first file of a first read: written now, so the rows leave memory at once (many ranks)
         else:
             self.cache.background.submit(("cache", str(self.path)), offset, job)
 
