@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +101,39 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> tuple[B
     shows up (a rare eval key, say), once more with polars inferring every key, which
     still beats the line-by-line path several times over.
     """
+    # (Counting one byte is memchr-fast; counting '":' would cost twice as much.)
+    return _decode(substitute_nonfinite(data), lambda: data.count(b":"), kinds, line_cap)
+
+
+def decode_bulk_file(
+    path: str, mapped: Any, size: int, kinds: Mapping[str, str], line_cap: int
+) -> tuple[Batch, dict[str, str]] | None:
+    """:func:`decode_bulk` of a whole file that polars reads itself (no copy of its bytes into Python).
+
+    ``mapped`` is the file mapped (its ``size`` bytes are complete lines); while polars parses the
+    path its colons are counted there, and any ``N`` or ``I`` byte (a NaN or Infinity token would
+    need rewriting first; our keys are lower case) sends the file the usual way. So does a file
+    that grew in between: more cells than colons.
+    """
+    import numpy as np
+
+    def count() -> int | None:
+        view = np.frombuffer(mapped, np.uint8, count=size)
+        colons = 0
+        for i in range(0, size, 16 << 20):
+            block = view[i : i + (16 << 20)]
+            if (block == 78).any() or (block == 73).any():
+                return None
+            colons += int(np.count_nonzero(block == 58))
+        del view
+        return colons
+
+    return _decode(path, count, kinds, line_cap, sentinels=False)
+
+
+def _decode(
+    source: Any, count_colons: Any, kinds: Mapping[str, str], line_cap: int, sentinels: bool = True
+) -> tuple[Batch, dict[str, str]] | None:
     if any(kind not in (FLOAT, BOOL, TEXT) for kind in kinds.values()):
         return None
     try:
@@ -111,32 +145,47 @@ def decode_bulk(data: bytes, kinds: Mapping[str, str], line_cap: int) -> tuple[B
     for key, kind in kinds.items():
         if key not in schema:
             schema[key] = {FLOAT: pl.Float64(), BOOL: pl.Boolean(), TEXT: pl.String()}[kind]
-    substituted = substitute_nonfinite(data)
     # Every value has its own colon, so colons >= non-null cells; equality proves that no key
     # fell outside the schema, no value was null or nested and no string held a colon.
-    # (Counting one byte is memchr-fast; counting '":' would cost twice as much.)
-    colons = data.count(b":")
-    frame = _read(substituted, schema)
-    if frame is None:
+    colons = _count_while(count_colons)  # in a thread: polars parses meanwhile, without the GIL
+    frame = _read(source, schema)
+    colons = colons()
+    if frame is None or colons is None:
         return None  # a bad line or a value of another type: the caller narrows it down
     used = dict(kinds)
     if _cells(frame) != colons:  # a key outside the schema (or a null): let polars infer them all
-        frame = _read(substituted, None)
+        frame = _read(source, None)
         inferred = None if frame is None else _inferred_kinds(frame, kinds)
         if frame is None or inferred is None or _cells(frame) != colons:
             return None
         frame, used = _with_reserved(frame), inferred
-    batch = _to_batch(frame, used, line_cap)
+    batch = _to_batch(frame, used, line_cap, sentinels)
     return None if batch is None else (batch, used)
 
 
-def _read(data: bytes, schema: dict[str, object] | None) -> object | None:
+def _count_while(count: Any) -> Any:
+    """Start ``count`` in a thread (polars parses meanwhile, without the GIL); a getter of its result."""
+    import threading
+
+    out: list[int] = []
+    thread = threading.Thread(target=lambda: out.append(count()), daemon=True)
+    thread.start()
+
+    def result() -> int:
+        thread.join()
+        return out[0]
+
+    return result
+
+
+def _read(data: bytes | str, schema: dict[str, object] | None) -> object | None:
     import polars as pl
 
+    source = data if isinstance(data, str) else io.BytesIO(data)
     try:
         if schema is None:
-            return pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        return pl.read_ndjson(io.BytesIO(data), schema=schema)
+            return pl.read_ndjson(source, infer_schema_length=None)
+        return pl.read_ndjson(source, schema=schema)
     except Exception:  # noqa: BLE001 - any polars complaint sends the chunk to the careful path
         return None
 
@@ -181,24 +230,27 @@ def _with_reserved(frame: object) -> object:
     return frame.with_columns(columns)  # type: ignore[attr-defined]
 
 
-def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch | None:
+def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int, sentinels: bool = True) -> Batch | None:
+    """The batch of a parsed frame; ``sentinels``: NaN/Infinity tokens were swapped before parsing."""
     import polars as pl
 
     assert isinstance(frame, pl.DataFrame)
     step = frame["step"]
     if step.null_count() < frame.height and not (step.min() >= 0 and step.max() < STEP_LIMIT):  # type: ignore[operator]
         return None  # a step out of range: the line path refuses that line and counts it
-    batch = Batch(
-        step=frame["step"].fill_null(MISSING_INT).to_numpy(),
-        seg=frame["seg"].fill_null(MISSING_INT).to_numpy(),
-        rank=frame["rank"].fill_null(MISSING_INT).to_numpy(),
-        t=_floats(frame["t"]),
-    )
+
+    def ints(name: str) -> np.ndarray:
+        column = frame[name]
+        return (column.fill_null(MISSING_INT) if column.null_count() else column).to_numpy()
+
+    batch = Batch(step=ints("step"), seg=ints("seg"), rank=ints("rank"), t=_floats(frame["t"], sentinels))
+    everywhere = np.ones(frame.height, bool)  # one mask for every column logged on every line
+    everywhere.flags.writeable = False
     for key, kind in kinds.items():
         if key in ("step", "rank", "seg", "t"):
             continue
         column = frame[key]
-        logged = column.is_not_null().to_numpy()
+        logged = everywhere if column.null_count() == 0 else column.is_not_null().to_numpy()
         if kind == TEXT:
             if (column.str.len_bytes().max() or 0) > line_cap:
                 return None  # a value this long means the line was over the cap
@@ -208,17 +260,21 @@ def _to_batch(frame: object, kinds: Mapping[str, str], line_cap: int) -> Batch |
         elif kind == BOOL:
             batch.floats[key] = (column.cast(pl.Float64).fill_null(np.nan).to_numpy(), logged)
         else:
-            batch.floats[key] = (_floats(column), logged)
+            batch.floats[key] = (_floats(column, sentinels), logged)
     return batch
 
 
-def _floats(column: object) -> np.ndarray:
+def _floats(column: object, sentinels: bool = True) -> np.ndarray:
     """Float64 values with nulls as NaN and the sentinels turned back into NaN / ±inf."""
     values = column.to_numpy()  # type: ignore[attr-defined]  # nulls come out as NaN
-    if values.dtype != np.float64 or not values.flags.writeable:
+    if values.dtype != np.float64:
         values = values.astype(np.float64, copy=True)
+    if not sentinels:
+        return values
     tiny = (values > 0) & (values < 1e-322)  # one cheap pass; sentinels are rare
     if tiny.any():
+        if not values.flags.writeable:  # polars' zero-copy view: copied only when a sentinel is in it
+            values = values.copy()
         for sentinel, real in _SENTINEL_VALUES.items():
             values[tiny & (values == sentinel)] = real
     return values

@@ -69,6 +69,25 @@ class ChunkParser:
         self._texts_out.update(batch.texts)
         return batch, bad
 
+    def parse_file(self, path: str, mapped: Any, size: int) -> Batch | None:
+        """A whole file of complete lines (mapped, ``size`` bytes, no NaN/Infinity token) read by polars
+        itself; None when the fast path is not sure (the caller then reads it the usual way)."""
+        from monitor_cb.ingest.bulk import decode_bulk_file
+
+        self._learn(decode_lines(_sample(mapped), 0, self.line_cap)[0])
+        decoded = decode_bulk_file(path, mapped, size, self.kinds, self.line_cap)
+        if decoded is None:
+            return None
+        batch, kinds = decoded
+        for key, kind in kinds.items():
+            if self.kinds.get(key) != kind:
+                self._set_kind(key, kind)
+        if any(self.kinds.get(key) in NUMERIC_KINDS for key in batch.texts):
+            return None
+        self.bulk_chunks += 1
+        self._texts_out.update(batch.texts)
+        return adopt_legacy_time(batch)
+
     def _parse(self, data: bytes, base_offset: int) -> tuple[Batch, list[BadLine]]:
         if len(data) < self.bulk_min_bytes:
             return self._careful(data, base_offset)

@@ -170,6 +170,10 @@ class MetricsSource(TableSource):
 
     def _read_new(self, limit: int | None = None) -> int:
         taken = 0
+        if limit is None and self.tail.offset == 0 and isinstance(self.tail, FileTail):
+            batch = self.tail.read_whole(self.parser.parse_file)  # a large first read: polars reads the file
+            if batch is not None:
+                taken += self.table.append(batch)
         for item in self.tail.poll() if limit is None else self.tail.poll(limit):
             if isinstance(item, Chunk):
                 if item.reset:

@@ -451,17 +451,19 @@ class RankTable:
         self.n = n + k
 
     def _adopt(self, seg: int, steps: np.ndarray, groups: _Groups) -> None:
-        """A first big load: the parsed arrays become the buffers, saving a copy of every column.
+        """A first big load: the parsed arrays become the buffers as they are (read-only ones too: the
+        parser's zero-copy views), saving a copy of every column.
 
-        The first append after it grows (copies) them once, as any full buffer would.
+        Every row counts as handed out, so the first write of any kind copies them first: an append
+        grows them (as any full buffer would), an in-place change detaches them.
         """
         k = len(steps)
         self._cap = k
-        self._step = _writable(steps)
+        self._step = steps
         self._seg = np.full(k, seg, np.int64)
         self._rank = np.full(k, self.rank, np.int64)
         for name, (values, logged, text) in groups.columns.items():
-            col = _Column(_writable(values), _writable(logged))
+            col = _Column(values, logged)
             if name == "t":
                 self._t = col
             elif text:
@@ -469,7 +471,7 @@ class RankTable:
             else:
                 self.floats[name] = col
         self.n = k
-        self._shared = 0
+        self._shared = k
 
     def _update_rows(self, rows: np.ndarray, groups: _Groups) -> None:
         """Same segment, same step: fill in the values this record logged."""
@@ -639,10 +641,6 @@ def _read_only(values: np.ndarray) -> np.ndarray:
 def _forward_fill(raw: np.ndarray, valid: np.ndarray, initial: int) -> np.ndarray:
     index = np.maximum.accumulate(np.where(valid, np.arange(len(raw)), -1))
     return np.where(index >= 0, raw[np.maximum(index, 0)], initial).astype(np.int64)
-
-
-def _writable(values: np.ndarray) -> np.ndarray:
-    return values if values.flags.writeable and values.flags.owndata else values.copy()
 
 
 def _grown(values: np.ndarray, capacity: int) -> np.ndarray:

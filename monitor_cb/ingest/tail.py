@@ -10,12 +10,14 @@ and new data are never mixed.
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
 from monitor_cb.ingest.safepath import is_within
@@ -23,7 +25,10 @@ from monitor_cb.ingest.safepath import is_within
 if TYPE_CHECKING:
     from monitor_cb.ingest.colcache import Fingerprint
 
+T = TypeVar("T")
+
 FINGERPRINT_BYTES = 4096
+WHOLE_MIN_BYTES = 64 << 20  # a first read this large goes to polars as a file (no copy into Python)
 READ_CHUNK = 256 << 20  # bytes handed to the parser at once; bounds memory on huge files
 
 
@@ -169,6 +174,44 @@ class FileTail:
         self._window = b""
         self._skipping = False
         self._signature = None
+
+    # ------------------------------------------------------------------ a whole file at once
+    def read_whole(self, parse: Callable[[str, Any, int], T | None], min_bytes: int | None = None) -> T | None:
+        """A first read of a large file handed to ``parse(path, mapped, size)`` whole (polars then reads
+        the file itself, as fast as it reads any file); on success the bytes count as read.
+
+        Only for a file not read yet, of complete lines (it ends with a newline); ``parse`` says None
+        when it is not sure (a NaN or Infinity token needs rewriting before polars reads it), and
+        then nothing changed.
+        """
+        if self.offset or (self.root is not None and not is_within(self.path, self.root)):
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            size = st.st_size
+            if not stat.S_ISREG(st.st_mode) or size < max(WHOLE_MIN_BYTES if min_bytes is None else min_bytes, 1):
+                return None
+            mapped = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            try:
+                if mapped[size - 1 : size] != b"\n":
+                    return None
+                result = parse(str(self.path), mapped, size)
+            finally:
+                with contextlib.suppress(BufferError):
+                    mapped.close()
+            if result is None:
+                return None
+            self.size, self.mtime = size, st.st_mtime
+            self._ident = (st.st_ino, st.st_dev)
+            self._advance(fd, size)
+            self._signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            return result
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ the columnar cache
     def fingerprint(self) -> Fingerprint | None:

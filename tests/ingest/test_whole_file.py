@@ -1,0 +1,82 @@
+"""A large first read handed to polars as a file gives the rows the usual paths give, or is not used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pandas.testing import assert_frame_equal
+
+from monitor_cb.ingest import tail as tail_module
+from monitor_cb.ingest.source import MetricsSource
+from tests.ingest.helpers import line
+
+
+def lines(steps: range, **extra: object) -> bytes:
+    out = []
+    for s in steps:
+        rec: dict[str, object] = {"step": s, "t": 100.0 + s, "loss": 1.0 / s, "lr": 1e-3, **extra}
+        if s % 50 == 0:
+            rec["eval_acc"] = 0.5  # a key a sample may miss
+        if s % 7 == 0:
+            rec["phase"] = "warm"
+        out.append(line(rec))
+    return b"".join(out)
+
+
+def read(path: Path, **kwargs: object) -> MetricsSource:
+    source = MetricsSource(path, **kwargs)  # type: ignore[arg-type]
+    source.poll()
+    return source
+
+
+@pytest.mark.parametrize(
+    ("data", "whole"),
+    [
+        (lines(range(1, 3000)), True),
+        (lines(range(1, 3000)) + line({"step": 3000, "loss": float("nan")}), False),  # a NaN token
+        (lines(range(1, 3000)) + b'{"step": 3000, "lo', False),  # a line still being written
+        (lines(range(1, 3000)) + b"not json\n", False),  # a bad line: polars refuses the file
+    ],
+)
+def test_whole_file_read_matches_the_line_path(tmp_path: Path, monkeypatch, data: bytes, whole: bool) -> None:
+    monkeypatch.setattr(tail_module, "WHOLE_MIN_BYTES", 1)
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(data)
+    fast = read(path, bulk_min_bytes=1)
+    careful = read(path, bulk_min_bytes=1 << 40)
+    if whole:
+        assert fast.parser.bulk_chunks == 1
+    _, frame, masks = fast.frame_and_masks()
+    _, want, want_masks = careful.frame_and_masks()
+    assert_frame_equal(frame, want)
+    assert sorted(masks) == sorted(want_masks)
+    for name, mask in want_masks.items():
+        assert np.array_equal(masks[name], mask), name
+    assert (fast.bad_count, fast.tail.offset, fast.tail.pending) == (
+        careful.bad_count,
+        careful.tail.offset,
+        careful.tail.pending,
+    )
+    with open(path, "ab") as handle:  # and it goes on from where it stopped
+        handle.write(lines(range(5000, 5010)))
+    assert fast.poll() == careful.poll() > 0
+    assert_frame_equal(fast.frame(), careful.frame())
+
+
+def test_a_whole_file_read_is_used_for_a_large_first_read(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tail_module, "WHOLE_MIN_BYTES", 1)
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(lines(range(1, 3000)))
+    calls = []
+    original = tail_module.FileTail.read_whole
+
+    def spy(self, parse, min_bytes=None):  # type: ignore[no-untyped-def]
+        result = original(self, parse, min_bytes)
+        calls.append(result is not None)
+        return result
+
+    monkeypatch.setattr(tail_module.FileTail, "read_whole", spy)
+    source = read(path)
+    assert calls == [True] and source.tail.offset == path.stat().st_size
