@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+# One worker per core, a test file per worker (its module fixtures built once).
+exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"

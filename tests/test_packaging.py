@@ -50,6 +50,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = base / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+        cwd=base,
         check=True,
         timeout=300,
         capture_output=True,
