@@ -1,8 +1,9 @@
 """Synthetic but realistic finished runs, written instantly in the exact on-disk format.
 
 Used as the dashboard's embedded default (no MindSpore, no training) and by tests. A run is
-described by a frozen :class:`RunSpec`; curves are drawn from a seeded generator (warmup + cosine
-lr, noisy power-law loss, grad-norm bumps, noisy throughput, periodic eval). Failures are injected
+described by a frozen :class:`RunSpec`; curves are drawn from a seeded generator on the recipe of
+:mod:`monitor_cb.curves`, which the detectors' test runs share (warmup + cosine lr, noisy power-law
+loss, grad-norm bumps, input hiccups), plus noisy throughput and periodic eval. Failures are injected
 by ``faults``: small callables applied to every record, so a later diagnosis task can add its own
 (a NaN, a spike, a stall) without touching the generator.
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor_cb.curves import bumps, hiccups, power_law_loss, warmup_cosine
 from monitor_cb.record import meta_path_for, metrics_filename
 from monitor_cb.writer import MetricsWriter
 
@@ -318,10 +320,7 @@ def _planned_duration(spec: RunSpec) -> float:
 
 def _lr_schedule(spec: RunSpec, steps: np.ndarray) -> np.ndarray:
     warmup = spec.warmup_steps if spec.warmup_steps is not None else max(spec.steps // 20, 1)
-    floor = spec.lr * spec.min_lr_ratio
-    progress = np.clip((steps - warmup) / max(spec.steps - warmup, 1), 0.0, 1.0)
-    cosine = floor + (spec.lr - floor) * 0.5 * (1.0 + np.cos(np.pi * progress))
-    return np.where(steps <= warmup, spec.lr * steps / warmup, cosine)
+    return warmup_cosine(steps, spec.lr, warmup, spec.lr * spec.min_lr_ratio, total=spec.steps)
 
 
 def _curves(spec: RunSpec, start_time: float) -> dict[str, np.ndarray]:
@@ -332,20 +331,19 @@ def _curves(spec: RunSpec, start_time: float) -> dict[str, np.ndarray]:
     lr = _lr_schedule(spec, all_steps)
     # Progress is the integral of the lr: warmup starts slowly and a cosine tail flattens the curve.
     progress = np.cumsum(lr) / 3e-4 * (spec.batch_size / 32) ** 0.5
-    clean = 1.6 + 8.8 * (1.0 + progress / 150.0) ** -0.55
+    clean = power_law_loss(progress / 150.0, 1.6, 8.8, 0.55)
     noise_scale = 0.035 * (32 / spec.batch_size) ** 0.5 * (1 + 4 * lr / 1e-3)
     loss = clean * (1.0 + noise_scale * rng.standard_normal(n))
 
-    bumps = np.zeros(n)
-    for at in np.flatnonzero(rng.random(n) < 1.5 / 1000):
-        length = min(40, n - at)
-        bumps[at : at + length] += rng.uniform(2.0, 7.0) * np.exp(-np.arange(length) / 6.0)
-    grad_norm = (0.4 + 2.5 * (clean - 1.5) / 8.9) * rng.lognormal(0.0, 0.15, n) * (1.0 + bumps)
+    bump = np.zeros(n)
+    for at, profile in bumps(rng, n, height=(2.0, 7.0), decay=6.0, max_length=40):
+        bump[at : at + profile.size] += profile
+    grad_norm = (0.4 + 2.5 * (clean - 1.5) / 8.9) * rng.lognormal(0.0, 0.15, n) * (1.0 + bump)
 
     step_time = spec.step_time * rng.lognormal(0.0, 0.04, n)
-    stalls = rng.random(n) < 2.0 / 1000  # the input pipeline hiccups now and then
-    data_time = spec.step_time * (0.03 + 0.01 * rng.random(n)) + stalls * spec.step_time * rng.uniform(1, 6, n)
-    step_time = step_time + stalls * (data_time - spec.step_time * 0.03)
+    stall = hiccups(rng, n, spec.step_time, rate=2.0 / 1000)  # the input pipeline hiccups now and then
+    data_time = spec.step_time * (0.03 + 0.01 * rng.random(n)) + stall
+    step_time = step_time + stall
     eval_pause = np.zeros(n)
     if spec.eval_every:
         eval_pause[spec.eval_every :: spec.eval_every] = spec.step_time * _EVAL_STEPS

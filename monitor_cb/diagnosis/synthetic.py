@@ -1,8 +1,8 @@
 """Labelled synthetic runs for evaluating the detectors: healthy curves and one injected failure.
 
-Independent of ``monitor_cb.samples`` (which writes files for the dashboard): this builds frames in
-memory, in the shape ``RunStore.read(run_id).frame`` returns, so the evaluation can make hundreds in seconds.
-A healthy run has warmup + cosine lr, a noisy power-law loss whose noise grows with the lr,
+The curves follow the recipe of :mod:`monitor_cb.curves` (which ``monitor_cb.samples`` uses too), built
+here as frames in memory, in the shape ``RunStore.read(run_id).frame`` returns, so the evaluation can
+make hundreds in seconds. A healthy run has warmup + cosine lr, a noisy power-law loss whose noise grows with the lr,
 grad-norm bumps, noisy step time with the odd input-pipeline hiccup and a slow first (compiling)
 step, and an eval every N logged points. :func:`inject` adds one failure at a given row and returns
 its onset, so a benchmark can measure how many logged points a detector needs to flag it.
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from monitor_cb.curves import bumps, hiccups, random_loss, random_schedule
 
 FAILURE_KINDS: tuple[str, ...] = (
     "nan",
@@ -50,37 +52,25 @@ class Labelled:
 def healthy_run(seed: int, n_points: int | None = None) -> pd.DataFrame:
     """A healthy run of ``n_points`` logged points (random 300..20,000, log-uniform, when None)."""
     rng = np.random.default_rng(seed)
-    n = int(n_points) if n_points is not None else int(np.exp(rng.uniform(np.log(300), np.log(20_000))))
-    log_every = int(rng.choice([1, 1, 2, 5, 10]))
-    steps = np.arange(1, n + 1) * log_every
-    total = steps[-1]
-    peak_lr = float(np.exp(rng.uniform(np.log(1e-4), np.log(3e-3))))
-    warmup = int(total * rng.uniform(0.01, 0.1)) + 1
-    floor = peak_lr * float(rng.choice([0.0, 0.01, 0.1]))
-    progress = np.clip((steps - warmup) / max(total - warmup, 1), 0, 1)
-    lr = np.where(
-        steps <= warmup, peak_lr * steps / warmup, floor + (peak_lr - floor) * 0.5 * (1 + np.cos(np.pi * progress))
-    )
+    schedule = random_schedule(rng, n_points, 20_000, floors=(0.0, 0.01, 0.1))
+    steps, log_every, peak_lr, lr = schedule.steps, schedule.log_every, schedule.peak, schedule.lr
+    n = steps.size
 
-    # Learning progress is the integral of the lr: a slow start in warmup, a flat cosine tail.
-    work = np.cumsum(lr) / lr.sum() * rng.uniform(50, 400)
-    floor_loss, scale = rng.uniform(0.5, 2.5), rng.uniform(3.0, 9.0)
-    clean = floor_loss + scale * (1 + work) ** -rng.uniform(0.4, 0.8)
+    curve = random_loss(rng, lr)
+    clean, floor_loss, scale = curve.clean, curve.floor, curve.scale
     noise = rng.uniform(0.015, 0.06) * (1 + 2 * lr / peak_lr) / np.sqrt(log_every) ** 0.5
     loss = clean * np.exp(noise * rng.standard_normal(n))
 
     grad = (0.3 + 2.0 * (clean - floor_loss) / scale) * rng.lognormal(0, rng.uniform(0.08, 0.25), n)
-    bumps = np.zeros(n)
-    for at in np.flatnonzero(rng.random(n) < 1.5 / 1000):  # natural bumps: up to 5x, decaying
-        length = min(30, n - at)
-        bumps[at : at + length] += rng.uniform(0.5, 4.0) * np.exp(-np.arange(length) / rng.uniform(2, 8))
-    grad *= 1 + bumps
+    bump = np.zeros(n)
+    for at, profile in bumps(rng, n):  # natural bumps: up to 5x, decaying
+        bump[at : at + profile.size] += profile
+    grad *= 1 + bump
 
     base_step = rng.uniform(0.05, 0.6)
     step_time = base_step * rng.lognormal(0, rng.uniform(0.02, 0.08), n)
     data_time = base_step * rng.uniform(0.01, 0.08) * rng.lognormal(0, 0.2, n)
-    hiccups = rng.random(n) < 3.0 / 1000  # an input-pipeline hiccup: one slow step
-    extra = hiccups * base_step * rng.uniform(1, 6, n)
+    extra = hiccups(rng, n, base_step)  # an input-pipeline hiccup: one slow step
     data_time, step_time = data_time + extra, step_time + extra
     step_time[0] *= rng.uniform(5, 30)  # graph compilation
     batch = int(rng.choice([16, 32, 64, 256]))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from monitor_cb.curves import bumps, hiccups, random_loss, random_schedule
+
 RANK_FAILURE_KINDS: tuple[str, ...] = ("straggler", "rank_divergence")
 
 
@@ -58,16 +60,11 @@ class _Ranks:
 def healthy_ranks(seed: int, n_points: int | None = None, world: int = 8) -> _Ranks:
     """The arrays of a healthy run (``n_points`` random 300..5,000, log-uniform, when None)."""
     rng = np.random.default_rng(seed)
-    n = int(n_points) if n_points is not None else int(np.exp(rng.uniform(np.log(300), np.log(5_000))))
-    log_every = int(rng.choice([1, 1, 2, 5, 10]))
-    steps = np.arange(1, n + 1) * log_every
-    peak_lr = float(np.exp(rng.uniform(np.log(1e-4), np.log(3e-3))))
-    warmup = int(steps[-1] * rng.uniform(0.01, 0.1)) + 1
-    progress = np.clip((steps - warmup) / max(steps[-1] - warmup, 1), 0, 1)
-    lr = np.where(steps <= warmup, peak_lr * steps / warmup, peak_lr * 0.5 * (1 + np.cos(np.pi * progress)))
-    work = np.cumsum(lr) / max(lr.sum(), 1e-12) * rng.uniform(50, 400)
-    floor_loss, scale = rng.uniform(0.5, 2.5), rng.uniform(3.0, 9.0)
-    clean = floor_loss + scale * (1 + work) ** -rng.uniform(0.4, 0.8)
+    schedule = random_schedule(rng, n_points, 5_000)
+    steps, log_every, lr = schedule.steps, schedule.log_every, schedule.lr
+    n = steps.size
+    curve = random_loss(rng, lr)
+    clean, floor_loss, scale = curve.clean, curve.floor, curve.scale
 
     # one shared per-step wobble (every rank sees the same model), then per-rank batch noise
     rel = rng.uniform(0.015, 0.06) / np.sqrt(log_every) ** 0.5
@@ -79,9 +76,8 @@ def healthy_ranks(seed: int, n_points: int | None = None, world: int = 8) -> _Ra
     grad_level = (0.3 + 2.0 * (clean - floor_loss) / scale)[:, None]
     grad = grad_level * np.exp(0.5 * grad_sigma * rng.standard_normal((n, 1)))
     grad = grad * np.exp(grad_sigma * rng.standard_normal((n, world)))
-    for at in np.flatnonzero(rng.random(n) < 1.5 / 1000):  # bumps felt by every rank
-        length = min(30, n - at)
-        grad[at : at + length] *= 1 + rng.uniform(0.5, 4.0) * np.exp(-np.arange(length) / 4.0)[:, None]
+    for at, profile in bumps(rng, n, decay=4.0):  # bumps felt by every rank
+        grad[at : at + profile.size] *= 1 + profile[:, None]
 
     base = rng.uniform(0.05, 0.6)
     shared = np.exp(rng.uniform(0.02, 0.1) * rng.standard_normal((n, 1)))  # correlated across ranks
@@ -89,8 +85,7 @@ def healthy_ranks(seed: int, n_points: int | None = None, world: int = 8) -> _Ra
     own = np.exp(rng.uniform(0.02, 0.08) * rng.standard_normal((n, world)))
     step_time = base * shared * speed * own
     data_time = base * rng.uniform(0.01, 0.08) * np.exp(0.2 * rng.standard_normal((n, world)))
-    hiccups = rng.random((n, world)) < 3.0 / 1000  # one slow step on one rank (an input hiccup)
-    extra = hiccups * base * rng.uniform(1, 6, (n, world))
+    extra = hiccups(rng, (n, world), base)  # one slow step on one rank (an input hiccup)
     data_time, step_time = data_time + extra, step_time + extra
     ckpt_every = int(rng.choice([50, 100, 200, 500]))
     step_time[ckpt_every - 1 :: ckpt_every, 0] += base * rng.uniform(2, 10)  # rank 0 saves the checkpoint
