@@ -45,7 +45,7 @@ import mindspore as ms
 from mindspore.train import Callback
 
 from monitor_cb.callback import LiveMonitor
-from monitor_cb.demo_model import DemoConfig, FaultPlan, build_model
+from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
 
 ARMS: tuple[str, ...] = ("baseline", "interval_1", "interval_10")
 

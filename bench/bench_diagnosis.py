@@ -16,8 +16,8 @@ hash of the run name) and for all of it:
 * **leave-half-out tuning** (``--only tune``): the knobs tuned on the real corpus (``TUNED``), each chosen on
   half A alone (the most sensitive value with no live alarm of its kind on A's healthy runs) and judged on
   half B against the default;
-(c) **synthetic runs** (``monitor_cb.diagnosis.synthetic``): per failure kind, the delay in logged points,
-    and false alarms on healthy synthetic runs and on ``monitor_cb.samples`` runs;
+(c) **synthetic runs** (``monitor_cb.demo.synthetic``): per failure kind, the delay in logged points,
+    and false alarms on healthy synthetic runs and on ``monitor_cb.demo.samples`` runs;
 * the time ``diagnose`` takes on a 1M-row frame, with the time of one pandas rolling median over the
   same loss column measured in the same run as the yardstick.
 
@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from monitor_cb.demo.synthetic import FAILURE_KINDS, healthy_run, labelled_run, score
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
 from monitor_cb.diagnosis.corpus import corpus_dir, iter_runs, live_alarms, score_event
 from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
-from monitor_cb.diagnosis.synthetic import FAILURE_KINDS, healthy_run, labelled_run, score
 
 SPLITS = ("A", "B", "all")
 
@@ -284,9 +284,9 @@ def bench_healthy(n: int, settings: DiagnosisSettings) -> list[str]:
 def bench_samples(settings: DiagnosisSettings) -> list[str]:
     """The dashboard's sample family (helper 3's generator), faults removed, 3,000 and 20,000 steps."""
     try:
-        from monitor_cb.samples import iter_records, sample_specs
+        from monitor_cb.demo.samples import iter_records, sample_specs
     except ImportError as exc:  # pragma: no cover - the generator is someone else's module
-        return [f"monitor_cb.samples unavailable: {exc}"]
+        return [f"monitor_cb.demo.samples unavailable: {exc}"]
     alarms, info, runs = Counter(), Counter(), 0
     for steps in (3000, 20_000):
         for spec in sample_specs(4, steps=steps, seed=7):
@@ -298,7 +298,7 @@ def bench_samples(settings: DiagnosisSettings) -> list[str]:
                 if f.level >= 1:
                     print(f"  SAMPLE ALARM {spec.name} ({steps} steps): {f.kind}: {f.message}")
     return [
-        f"monitor_cb.samples healthy runs: {runs}; warning/error findings: {sum(alarms.values())} "
+        f"monitor_cb.demo.samples healthy runs: {runs}; warning/error findings: {sum(alarms.values())} "
         f"{dict(alarms) or ''}; info: {dict(info)}"
     ]
 
@@ -431,7 +431,7 @@ def main() -> None:
         elif part == "tune" and root is not None:
             lines = bench_tune(root, settings, min(args.seeds, 2))
         elif part == "synthetic":
-            lines = ["(c) synthetic runs (monitor_cb.diagnosis.synthetic)", *bench_kinds(args.runs, settings), ""]
+            lines = ["(c) synthetic runs (monitor_cb.demo.synthetic)", *bench_kinds(args.runs, settings), ""]
             lines += [*bench_healthy(args.healthy, settings), *bench_samples(settings)]
         elif part == "speed":
             lines = bench_speed(args.rows, settings)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mindspore as ms
 from mindspore.train import Callback
 
-from monitor_cb.demo_model import DemoConfig, FaultPlan, build_model
+from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
 from monitor_cb.telemetry import TelemetrySampler, default_sources
 from monitor_cb.writer import MetricsWriter
 

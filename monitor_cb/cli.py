@@ -14,7 +14,10 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("monitor_cb.demo", "train the small Transformer on random data with LiveMonitor (real MindSpore)"),
+    "demo": (
+        "monitor_cb.commands.demo",
+        "train the small Transformer on random data with LiveMonitor (real MindSpore)",
+    ),
     "summary": ("monitor_cb.ingest.commands_summary", "print a run's status, steps and last values"),
     "export": ("monitor_cb.ingest.commands_export", "write a run's merged metrics as CSV or Parquet"),
     "watch": ("monitor_cb.notify.watch_command", "watch every run under a log root and send alerts (no browser)"),

@@ -23,9 +23,10 @@ from monitor_cb import view
 from monitor_cb.alerts import finding_key
 from monitor_cb.charts.findings import add_findings, step_mapper
 from monitor_cb.charts.notes import add_note, grad_norm_note
+from monitor_cb.demo.launcher import demo_running
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _alerts, _shared
-from pages._demo import demo_running, demo_sidebar, show_empty_root
+from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 

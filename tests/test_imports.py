@@ -23,8 +23,8 @@ TRAINING = frozenset(
         "monitor_cb.lr",
         "monitor_cb.system",
         "monitor_cb.mindformers",
-        "monitor_cb.demo",
-        "monitor_cb.demo_model",
+        "monitor_cb.commands.demo",
+        "monitor_cb.demo.model",
     }
 )
 UI = ("streamlit",)

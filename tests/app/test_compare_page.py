@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.samples import write_sample_runs
+from monitor_cb.demo.samples import write_sample_runs
 from tests.app.helpers import assert_ok, charts, run_entry, texts
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
@@ -165,7 +165,7 @@ def test_downloads_offered(samples: Path) -> None:
 
 
 def test_hostile_run_name_is_inert(log_root: Path) -> None:
-    from monitor_cb.samples import RunSpec, write_run
+    from monitor_cb.demo.samples import RunSpec, write_run
 
     hostile = "<script>alert(1)</script> **bold** [link](http://x)"
     write_run(log_root, RunSpec(name="evil", steps=120, eval_every=40))

@@ -1,4 +1,4 @@
-"""The embedded default's demo launcher: detached, logged inside the root's hidden folder, never twice."""
+"""The demo launcher (monitor_cb.demo.launcher) and its buttons: detached, logged in the hidden folder, never twice."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages import _demo
+from monitor_cb.demo import launcher
 from tests.app.conftest import DASHBOARD, write_run
 
 
@@ -24,35 +24,35 @@ def fake_demo(monkeypatch: pytest.MonkeyPatch) -> None:
         code = "import sys, time; print('training', sys.argv[1:]); sys.stdout.flush(); time.sleep(30)"
         return [sys.executable, "-c", code, "monitor_cb", "demo", str(root), name]
 
-    monkeypatch.setattr(_demo, "demo_command", command)
+    monkeypatch.setattr(launcher, "demo_command", command)
 
 
-def _stop(state: _demo.DemoState) -> None:
+def _stop(state: launcher.DemoState) -> None:
     os.killpg(state.pid, signal.SIGTERM)  # the demo runs in its own session (process group)
     deadline = time.monotonic() + 10
-    while _demo.demo_state(Path(state.log).parent.parent).running:
+    while launcher.demo_state(Path(state.log).parent.parent).running:
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
 
 def test_started_once_detached_with_its_log_in_the_hidden_folder(tmp_path: Path, fake_demo: None) -> None:
-    first = _demo.start_demo(tmp_path)
+    first = launcher.start_demo(tmp_path)
     try:
-        again = _demo.start_demo(tmp_path)
+        again = launcher.start_demo(tmp_path)
         assert again.pid == first.pid  # a second click does not start a second training
         assert os.getsid(first.pid) == first.pid  # its own session: detached from the dashboard
         assert first.log == tmp_path / ".monitor" / "demo.log"
-        state = _demo.demo_state(tmp_path)
+        state = launcher.demo_state(tmp_path)
         assert state is not None and state.running and state.name == first.name
         deadline = time.monotonic() + 10
-        while "training" not in _demo.log_tail(first.log):
+        while "training" not in launcher.log_tail(first.log):
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:
         _stop(first)
-    ended = _demo.demo_state(tmp_path)
+    ended = launcher.demo_state(tmp_path)
     assert ended is not None and not ended.running  # reaped, not a zombie that looks alive
-    restarted = _demo.start_demo(tmp_path)
+    restarted = launcher.start_demo(tmp_path)
     try:
         assert restarted.pid != first.pid
     finally:
@@ -60,45 +60,45 @@ def test_started_once_detached_with_its_log_in_the_hidden_folder(tmp_path: Path,
 
 
 def test_no_demo_yet(tmp_path: Path) -> None:
-    assert _demo.demo_state(tmp_path) is None
+    assert launcher.demo_state(tmp_path) is None
     (tmp_path / ".monitor").mkdir()
     (tmp_path / ".monitor" / "demo.json").write_text("{not json")
-    assert _demo.demo_state(tmp_path) is None
+    assert launcher.demo_state(tmp_path) is None
 
 
 def test_demo_button_starts_it_the_page_waits_for_the_run_and_stop_ends_it(log_root: Path, fake_demo: None) -> None:
     at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
     at.button(key="start_demo").click().run()
     assert not at.exception
-    state = _demo.demo_state(log_root)
+    state = launcher.demo_state(log_root)
     try:
         assert state is not None and state.running
         assert any("is starting" in i.value for i in at.info)
         at.run()
         assert not at.exception
         assert not [b for b in at.button if b.key == "start_demo"]  # while it runs, no second one
-        assert _demo.demo_state(log_root).pid == state.pid
+        assert launcher.demo_state(log_root).pid == state.pid
         at.button(key="stop_demo").click().run()
         assert not at.exception
         deadline = time.monotonic() + 10
-        while _demo.demo_state(log_root).running:
+        while launcher.demo_state(log_root).running:
             assert time.monotonic() < deadline, "Stop did not end the demo"
             time.sleep(0.05)
         at.run()
         assert at.button(key="start_demo").label == "Start the demo training"
     finally:
-        if _demo.demo_state(log_root).running:
+        if launcher.demo_state(log_root).running:
             _stop(state)
 
 
 def test_the_embedded_demo_is_paced_to_be_watched() -> None:
     """About two minutes, not the few seconds 600 unpaced steps take; a point every fraction of a second."""
-    command = _demo.demo_command(Path("logs"), "demo-x", _demo.DEMO_STEPS)
+    command = launcher.demo_command(Path("logs"), "demo-x", launcher.DEMO_STEPS)
     pace = float(command[command.index("--pace") + 1])
     interval = int(command[command.index("--log-interval") + 1])
-    assert 90 <= _demo.DEMO_STEPS * pace <= 180
-    assert _demo.DEMO_STEPS // interval >= 200
-    assert "about two minutes" in _demo.DEMO_CAPTION
+    assert 90 <= launcher.DEMO_STEPS * pace <= 180
+    assert launcher.DEMO_STEPS // interval >= 200
+    assert "about two minutes" in launcher.DEMO_CAPTION
 
 
 def test_demo_and_samples_stay_reachable_when_runs_exist(log_root: Path, fake_demo: None) -> None:
@@ -110,7 +110,7 @@ def test_demo_and_samples_stay_reachable_when_runs_exist(log_root: Path, fake_de
     assert not at.exception
     assert len(at.sidebar.selectbox[0].options) >= 5  # exp1 and the four samples
     at.sidebar.button(key="start_demo").click().run()
-    state = _demo.demo_state(log_root)
+    state = launcher.demo_state(log_root)
     try:
         assert state is not None and state.running
         assert at.sidebar.button(key="stop_demo")
@@ -123,7 +123,7 @@ def test_the_demo_log_shown_is_always_the_one_in_the_hidden_folder(tmp_path: Pat
     (tmp_path / ".monitor").mkdir()
     info = {"pid": 999_999_999, "name": "x", "log": "/etc/passwd", "started": 1.0}
     (tmp_path / ".monitor" / "demo.json").write_text(json.dumps(info))
-    state = _demo.demo_state(tmp_path)
+    state = launcher.demo_state(tmp_path)
     assert state is not None and state.log == tmp_path / ".monitor" / "demo.log" and not state.running
 
 
@@ -133,24 +133,24 @@ def test_the_demo_pid_file_and_log_stay_inside_the_root(tmp_path: Path) -> None:
     elsewhere.mkdir()
     (root / ".monitor").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(OSError, match="outside the log root"):
-        _demo.start_demo(root)
+        launcher.start_demo(root)
     (elsewhere / "demo.json").write_text(json.dumps({"pid": os.getpid(), "name": "x", "log": "/etc/passwd"}))
-    assert _demo.demo_state(root) is None
+    assert launcher.demo_state(root) is None
     assert sorted(os.listdir(elsewhere)) == ["demo.json"]
 
 
 def test_demo_running_follows_the_process(tmp_path: Path, fake_demo: None) -> None:
     """What the live page's refresh compares to know the sidebar's Start/Stop is out of date."""
-    assert not _demo.demo_running(tmp_path)
-    state = _demo.start_demo(tmp_path)
+    assert not launcher.demo_running(tmp_path)
+    state = launcher.start_demo(tmp_path)
     try:
-        assert _demo.demo_running(tmp_path)
-        assert _demo.stop_demo(tmp_path)
+        assert launcher.demo_running(tmp_path)
+        assert launcher.stop_demo(tmp_path)
         deadline = time.monotonic() + 10
-        while _demo.demo_running(tmp_path):
+        while launcher.demo_running(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        assert not _demo.stop_demo(tmp_path)  # nothing left to stop
+        assert not launcher.stop_demo(tmp_path)  # nothing left to stop
     finally:
-        if _demo.demo_running(tmp_path):
+        if launcher.demo_running(tmp_path):
             _stop(state)

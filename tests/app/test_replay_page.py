@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.samples import write_sample_runs
+from monitor_cb.demo.samples import write_sample_runs
 from tests.app.helpers import assert_ok, charts, run_entry, texts
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))

@@ -15,7 +15,7 @@ import pytest
 from google.protobuf.json_format import MessageToJson
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.samples import write_sample_runs
+from monitor_cb.demo.samples import write_sample_runs
 from tests.app.conftest import DASHBOARD, write_run
 from tests.app.helpers import assert_ok, run_entry
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.samples import write_sample_runs
+from monitor_cb.demo.samples import write_sample_runs
 from monitor_cb.writer import MetricsWriter
 from tests.browser.harness import REPO, browser_missing, chromium_page, drag_zoom, poll, streamlit_server
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from monitor_cb.samples import write_sample_runs
+from monitor_cb.demo.samples import write_sample_runs
 from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

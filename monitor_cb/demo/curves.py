@@ -5,9 +5,9 @@ cosine (:func:`warmup_cosine`), and the loss falls along a power law of the lr's
 (:func:`power_law_loss`: a slow start in warmup, a flat tail). The gradient norm has the odd
 decaying bump (:func:`bumps`) and the input pipeline the odd slow step (:func:`hiccups`).
 
-Users: :mod:`monitor_cb.samples` (files for the dashboard's embedded default),
-:mod:`monitor_cb.diagnosis.synthetic` (labelled single-rank runs) and
-:mod:`monitor_cb.diagnosis.synthetic_ranks` (8-rank runs). Each picks its own parameters and noise;
+Users: :mod:`monitor_cb.demo.samples` (files for the dashboard's embedded default),
+:mod:`monitor_cb.demo.synthetic` (labelled single-rank runs) and
+:mod:`monitor_cb.demo.synthetic_ranks` (8-rank runs). Each picks its own parameters and noise;
 the functions that take a generator draw from it in a fixed order, so a seed gives the same run.
 """
 

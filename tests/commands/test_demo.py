@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb import demo
+from monitor_cb.commands import demo
 from monitor_cb.writer import MonitorWarning
 from tests.collector.ms_helpers import read_meta, read_records
 
@@ -57,7 +57,7 @@ def test_the_cli_dispatches_demo_with_its_flags() -> None:
     from monitor_cb.cli import build_parser
 
     args = build_parser().parse_args(["demo", "--steps", "50", "--inject", "nan@7", "--inject", "overfit@9"])
-    assert args._module == "monitor_cb.demo" and args.steps == 50 and args.inject == ["nan@7", "overfit@9"]
+    assert args._module == "monitor_cb.commands.demo" and args.steps == 50 and args.inject == ["nan@7", "overfit@9"]
     assert args.on_nan == "warn" and args.log_interval == 10 and args.logdir is None
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from monitor_cb.curves import bumps, hiccups, random_loss, random_schedule
+from monitor_cb.demo.curves import bumps, hiccups, random_loss, random_schedule
 
 RANK_FAILURE_KINDS: tuple[str, ...] = ("straggler", "rank_divergence")
 

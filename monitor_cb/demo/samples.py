@@ -2,7 +2,7 @@
 
 Used as the dashboard's embedded default (no MindSpore, no training) and by tests. A run is
 described by a frozen :class:`RunSpec`; curves are drawn from a seeded generator on the recipe of
-:mod:`monitor_cb.curves`, which the detectors' test runs share (warmup + cosine lr, noisy power-law
+:mod:`monitor_cb.demo.curves`, which the detectors' test runs share (warmup + cosine lr, noisy power-law
 loss, grad-norm bumps, input hiccups), plus noisy throughput and periodic eval. Failures are injected
 by ``faults``: small callables applied to every record, so a later diagnosis task can add its own
 (a NaN, a spike, a stall) without touching the generator.
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor_cb.curves import bumps, hiccups, power_law_loss, warmup_cosine
+from monitor_cb.demo.curves import bumps, hiccups, power_law_loss, warmup_cosine
 from monitor_cb.record import meta_path_for, metrics_filename
 from monitor_cb.writer import MetricsWriter
 

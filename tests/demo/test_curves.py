@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monitor_cb.curves import bumps, hiccups, power_law_loss, random_loss, random_schedule, warmup_cosine
+from monitor_cb.demo.curves import bumps, hiccups, power_law_loss, random_loss, random_schedule, warmup_cosine
 
 
 def test_warmup_cosine_shape() -> None:
@@ -39,7 +39,7 @@ def test_bumps_and_hiccups_are_rare_bounded_and_decay() -> None:
     rng = np.random.default_rng(0)
     found = list(bumps(rng, 200_000, height=(2.0, 7.0), decay=6.0, max_length=40))
     assert 150 < len(found) < 450  # 1.5 per 1,000 points
-    for at, profile in found:
+    for _at, profile in found:
         assert profile.size <= 40 and 2.0 <= profile[0] <= 7.0 and (np.diff(profile) < 0).all()
     extra = hiccups(rng, (100_000, 8), 0.5)
     slow = extra[extra > 0]

@@ -108,7 +108,7 @@ def _train(run_dir: Path, epochs: int, per_epoch: int, injections: dict[str, int
     import mindspore as ms
 
     from monitor_cb.callback import LiveMonitor
-    from monitor_cb.demo_model import DemoConfig, FaultPlan, build_model
+    from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
 
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     cfg = DemoConfig(steps_per_epoch=per_epoch)

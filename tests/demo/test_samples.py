@@ -11,8 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-from monitor_cb.record import KNOWN_KEYS, decode_record
-from monitor_cb.samples import (
+from monitor_cb.demo.samples import (
     EndRun,
     RunSpec,
     diverge_at,
@@ -24,6 +23,7 @@ from monitor_cb.samples import (
     write_run,
     write_sample_runs,
 )
+from monitor_cb.record import KNOWN_KEYS, decode_record
 
 NOW = 1_764_698_400.0
 ALLOWED = set(KNOWN_KEYS) | {"reason", "eval_loss", "eval_accuracy", "loss_ce", "loss_aux"}

@@ -1,6 +1,6 @@
 """Labelled synthetic runs for evaluating the detectors: healthy curves and one injected failure.
 
-The curves follow the recipe of :mod:`monitor_cb.curves` (which ``monitor_cb.samples`` uses too), built
+The curves follow the recipe of :mod:`monitor_cb.demo.curves` (which ``monitor_cb.demo.samples`` uses too), built
 here as frames in memory, in the shape ``RunStore.read(run_id).frame`` returns, so the evaluation can
 make hundreds in seconds. A healthy run has warmup + cosine lr, a noisy power-law loss whose noise grows with the lr,
 grad-norm bumps, noisy step time with the odd input-pipeline hiccup and a slow first (compiling)
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from monitor_cb.curves import bumps, hiccups, random_loss, random_schedule
+from monitor_cb.demo.curves import bumps, hiccups, random_loss, random_schedule
 
 FAILURE_KINDS: tuple[str, ...] = (
     "nan",

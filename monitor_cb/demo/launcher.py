@@ -1,0 +1,172 @@
+"""The demo training and the sample runs the dashboard offers, without Streamlit.
+
+``start_demo`` runs ``python -m monitor_cb demo`` (real MindSpore, paced to last about two minutes so
+its curves visibly grow) detached in the background: own session, output to ``<root>/.monitor/demo.log``,
+guarded by a process-wide lock plus a pid file in the same hidden folder, so two clicks (or two browser
+tabs, or two dashboards on the same root) never start two trainings at once. ``stop_demo`` sends it
+SIGTERM, which the demo takes as Ctrl-C: the run ends as ``stopped``. ``write_samples`` writes finished
+sample runs instantly (no MindSpore). The page layer (``pages/_demo.py``) only draws the buttons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from monitor_cb.hidden import hidden_path
+
+DEMO_STEPS = 600
+DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes
+DEMO_LOG_INTERVAL = 2  # a point every 0.4 s
+_LOCK = threading.Lock()
+_PROCS: dict[str, subprocess.Popen[bytes]] = {}  # pid file -> the process this server started
+
+
+@dataclass(frozen=True)
+class DemoState:
+    """The demo launched on a root: its pid, run name, log file, and whether it is still running."""
+
+    pid: int
+    name: str
+    log: Path
+    started: float
+    running: bool
+    returncode: int | None = None
+
+
+def _pid_file(root: Path) -> Path:
+    return hidden_path(root, "demo.json")
+
+
+def _alive(pid: int) -> bool:
+    """A live, non-zombie process with this pid that is a monitor_cb demo."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"monitor_cb" in cmdline and b"demo" in cmdline
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
+
+
+def demo_state(root: Path) -> DemoState | None:
+    """The demo last started on ``root`` (by any dashboard), or None."""
+    try:
+        path, log = _pid_file(root), hidden_path(root, "demo.log")  # the log's place is ours, not the file's
+        info = json.loads(path.read_text())
+        pid, name, started = int(info["pid"]), str(info["name"]), float(info["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    proc = _PROCS.get(str(path))
+    if proc is not None and proc.pid == pid:
+        code = proc.poll()  # also reaps it, so a finished demo is not a zombie that looks alive
+        return DemoState(pid, name, log, started, code is None, code)
+    return DemoState(pid, name, log, started, _alive(pid))
+
+
+def demo_running(root: Path) -> bool:
+    """Whether a demo started on ``root`` is still running (what the sidebar's Start/Stop shows)."""
+    state = demo_state(root)
+    return bool(state and state.running)
+
+
+def demo_command(root: Path, name: str, steps: int) -> list[str]:
+    """The collector's demo training, writing the run ``root/name``, paced to be watched."""
+    return [
+        sys.executable,
+        "-m",
+        "monitor_cb",
+        "demo",
+        "--logdir",
+        str(root),
+        "--name",
+        name,
+        "--steps",
+        str(steps),
+        "--pace",
+        str(DEMO_PACE_S),
+        "--log-interval",
+        str(DEMO_LOG_INTERVAL),
+    ]
+
+
+def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
+    """Start the demo training in the background unless one is already running on ``root``.
+
+    Raises:
+        OSError: the hidden folder cannot be written, or leads outside the root (``OutsideRootError``).
+    """
+    with _LOCK:
+        state = demo_state(root)
+        if state is not None and state.running:
+            return state
+        path, log = _pid_file(root), hidden_path(root, "demo.log")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("demo-%Y%m%d-%H%M%S")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                demo_command(root, name, steps),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # detached: a dashboard restart does not kill the training
+                close_fds=True,
+            )
+        _PROCS[str(path)] = proc
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}))
+        os.replace(tmp, path)
+        return DemoState(proc.pid, name, log, time.time(), True)
+
+
+def stop_demo(root: Path) -> bool:
+    """Ask the running demo to stop (SIGTERM to its process group); False when none is running."""
+    state = demo_state(root)
+    if state is None or not state.running:
+        return False
+    try:
+        os.killpg(state.pid, signal.SIGTERM)  # its own session: the group is the demo and its children
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def log_tail(path: Path, max_bytes: int = 3000) -> str:
+    """The end of the demo's output, for a failed start."""
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - max_bytes))
+        return f.read().decode("utf-8", "replace")
+    return ""
+
+
+def write_samples(root: Path) -> list[Path]:
+    """Finished sample runs under ``root``, written instantly (no MindSpore)."""
+    from monitor_cb.demo.samples import write_sample_runs
+
+    root.mkdir(parents=True, exist_ok=True)
+    return write_sample_runs(root)
+
+
+DEMO_CAPTION = (
+    "Trains a small Transformer with MindSpore on the CPU for about two minutes "
+    f"({DEMO_STEPS} steps, paced so the curves grow while you watch) and shows its curves live. "
+    "Stop it any time."
+)
+SAMPLES_CAPTION = "Writes four synthetic finished runs (one diverges) so every page has something to show."
