@@ -18,12 +18,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "monitor_cb.commands.demo",
         "train the small Transformer on random data with LiveMonitor (real MindSpore)",
     ),
-    "summary": ("monitor_cb.ingest.commands_summary", "print a run's status, steps and last values"),
-    "export": ("monitor_cb.ingest.commands_export", "write a run's merged metrics as CSV or Parquet"),
-    "watch": ("monitor_cb.notify.watch_command", "watch every run under a log root and send alerts (no browser)"),
-    "import-tb": ("monitor_cb.importers.import_tb", "convert TensorBoard event files (MindFormers) into our format"),
-    "diagnose": ("monitor_cb.diagnosis.command", "find training failures in a run; exit 1 on an error finding"),
-    "sync": ("monitor_cb.storage.sync_command", "ship a local run to object storage (S3, OBS, MinIO) as it grows"),
+    "summary": ("monitor_cb.commands.summary", "print a run's status, steps and last values"),
+    "export": ("monitor_cb.commands.export", "write a run's merged metrics as CSV or Parquet"),
+    "watch": ("monitor_cb.commands.watch", "watch every run under a log root and send alerts (no browser)"),
+    "import-tb": ("monitor_cb.commands.import_tb", "convert TensorBoard event files (MindFormers) into our format"),
+    "diagnose": ("monitor_cb.commands.diagnose", "find training failures in a run; exit 1 on an error finding"),
+    "sync": ("monitor_cb.commands.sync", "ship a local run to object storage (S3, OBS, MinIO) as it grows"),
     "dashboard": ("monitor_cb.commands.dashboard", "open the dashboard on a log root (like tensorboard --logdir)"),
 }
 

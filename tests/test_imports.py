@@ -1,5 +1,6 @@
 """The layer boundaries of ARCHITECTURE.md, for every module of the package.
 
+* No library module imports a command module (``monitor_cb.commands``): commands sit on top.
 * Only ``dashboard.py`` and ``pages/`` import Streamlit: no module of ``monitor_cb`` does.
 * Only the training layer imports MindSpore (or MindFormers): importing any other module loads neither.
 
@@ -72,3 +73,23 @@ def test_only_the_training_layer_imports_mindspore() -> None:
     modules = [m for m in all_modules() if m not in TRAINING]
     if set(FRAMEWORKS) & loaded_after(modules):
         raise AssertionError(f"these modules import MindSpore or MindFormers: {culprits(modules, FRAMEWORKS)}")
+
+
+def test_library_code_never_imports_a_command_module() -> None:
+    """Commands sit on top: only ``cli.py`` and other commands import ``monitor_cb.commands.*``."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "monitor_cb").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("monitor_cb/commands/") or rel in ("monitor_cb/cli.py", "monitor_cb/__main__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "monitor_cb.commands" or n.startswith("monitor_cb.commands.") for n in names):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, offenders

@@ -6,7 +6,7 @@
 * :class:`Watcher`: the headless ``python -m monitor_cb watch``.
 
 Stdlib only (``urllib.request``, ``smtplib``); no MindSpore, no Streamlit. Names load lazily so that
-importing ``monitor_cb.notify.watch_command`` for the CLI parser stays cheap.
+importing ``monitor_cb.commands.watch`` for the CLI parser stays cheap.
 """
 
 from __future__ import annotations
