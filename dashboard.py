@@ -7,7 +7,7 @@ SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localh
 This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
-is refused (:mod:`monitor_cb.hostguard`; Streamlit itself checks only the WebSocket), and the
+is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket), and the
 page registry is set up before the first browser connects, so a shared link to any page opens
 cleanly on a fresh server.
 """
@@ -76,6 +76,6 @@ if __name__ == "__main__":
 else:
     from starlette.middleware import Middleware
 
-    from monitor_cb.hostguard import HostGuard
+    from monitor_cb.dashboard.hostguard import HostGuard
 
     app = st.App(__file__, middleware=[Middleware(HostGuard, patterns=_allowed_hosts)], lifespan=_lifespan)

@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from monitor_cb.compare.session import CompareSettings, build_view, load_run
+    from monitor_cb.dashboard.compare_session import CompareSettings, build_view, load_run
     from monitor_cb.ingest import RunStore
 
     root = REPO / "bench" / "out" / f"compare-{args.runs}x{args.steps}"

@@ -104,13 +104,13 @@ def _fragment_script() -> None:
     """The fragment's body alone, as an AppTest script (what each run_every tick executes)."""
     import os
 
-    from monitor_cb import view
+    from monitor_cb.dashboard.live import ChartSettings
     from pages import _shared, live_page
 
     store = _shared.get_store(os.environ["MONITOR_LOGDIR"])
     runs = frozenset(r.id for r in store.list_runs())
     columns = frozenset(store.read("big").frame.columns)
-    live_page._live_body(store, "big", view.ChartSettings(), runs, columns)
+    live_page._live_body(store, "big", ChartSettings(), runs, columns)
 
 
 def _proto_bytes(at: Any) -> int:
@@ -165,7 +165,8 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
     """Where a refresh's server time goes (no Streamlit): poll + frame, figures, plotly JSON."""
     import plotly.io
 
-    from monitor_cb import view
+    from monitor_cb.dashboard.live import ChartSettings
+    from monitor_cb.dashboard.zoom import ZoomState
     from monitor_cb.ingest import RunStore
     from pages import live_page
 
@@ -179,7 +180,7 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
         data = store.read(RUN)
         t1 = time.perf_counter()
         live = live_page.process(
-            info, data, view.ChartSettings(), view.ZoomState(), time.time(), series_key=(str(store.root), RUN)
+            info, data, ChartSettings(), ZoomState(), time.time(), series_key=(str(store.root), RUN)
         )
         t2 = time.perf_counter()
         size = sum(len(plotly.io.to_json(f, validate=False)) for f in live.figures.values())
@@ -293,9 +294,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.no_diagnosis:
-        from pages import _alerts
+        from pages import _findings
 
-        _alerts.run_findings = lambda *a, **k: []  # the AppTest scripts import the same module
+        _findings.run_findings = lambda *a, **k: []  # the AppTest scripts import the same module
     (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

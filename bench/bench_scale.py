@@ -133,7 +133,8 @@ import streamlit  # the server has it loaded before any page is opened
 start = time.perf_counter()
 sys.path.insert(0, {repo!r})
 import psutil
-from monitor_cb import view
+from monitor_cb.dashboard.live import ChartSettings, other_rank_cells, rank_findings
+from monitor_cb.dashboard.zoom import ZoomState
 from monitor_cb.ingest import RunStore
 from pages import live_page
 mode, root, run_id = sys.argv[1:4]
@@ -149,20 +150,20 @@ runs = {{r.id: r for r in store.list_runs()}}
 run = runs[run_id]
 listed = time.perf_counter() - start
 data = live_page.read_run(store, run_id, run.ranks)
-others = view.other_rank_cells(store, run_id, data)
+others = other_rank_cells(store, run_id, data)
 read = time.perf_counter() - start
-settings, zoom = view.ChartSettings(), view.ZoomState()
+settings, zoom = ChartSettings(), ZoomState()
 live = live_page.process(run, data, settings, zoom, time.time(), None, (), (root, run_id), others)
 size = sum(len(plotly.io.to_json(f, validate=False)) for f in live.figures.values())
 first_chart = time.perf_counter() - start
 rss = proc.memory_info().rss
 t = time.perf_counter()
-from pages import _alerts
+from pages import _findings
 from monitor_cb.diagnosis import diagnose
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 findings = diagnose(data.frame, DiagnosisSettings(), status=run.status, logged=data.masks)
 if data.rank is not None:
-    findings = view.rank_findings(store, run_id, data.rank, findings, DiagnosisSettings())
+    findings = rank_findings(store, run_id, data.rank, findings, DiagnosisSettings())
 diagnosis = time.perf_counter() - t
 hits = sum(getattr(s, "cache_hit", False) for s in store._runs[run_id].sources.values())
 if store.cache is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb import view
+from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.demo import launcher
 from pages._shared import PENDING_RUN, md
 
@@ -32,7 +32,7 @@ def show_empty_root(root: Path, store: Any) -> None:
         show_empty_bucket(root, store)
         return
     st.info(
-        f"No runs under `{view.escape_code(str(root))}` yet. Point the dashboard at your runs with "
+        f"No runs under `{escape_code(str(root))}` yet. Point the dashboard at your runs with "
         "`streamlit run dashboard.py -- --logdir PATH` (or `MONITOR_LOGDIR`), add `LiveMonitor` to "
         "your training, or try one of these:"
     )
@@ -63,7 +63,7 @@ def demo_sidebar(root: Path, store: Any) -> None:
 def show_empty_bucket(root: Any, store: Any) -> None:
     """A log root on object storage without runs: how to ship one there; wait for the first run."""
     st.info(
-        f"No runs under `{view.escape_code(str(root))}` yet. Ship runs there from the training nodes with "
+        f"No runs under `{escape_code(str(root))}` yet. Ship runs there from the training nodes with "
         '`LiveMonitor(..., upload="s3://bucket/prefix/RUN")` or `python -m monitor_cb sync LOCAL_RUN URL` '
         "(docs/DEPLOYMENT.md); they appear here as their first chunks arrive."
     )
@@ -82,7 +82,7 @@ def demo_buttons(root: Path, state: launcher.DemoState | None = None) -> None:
     running = bool(state and state.running)
     st.caption(launcher.DEMO_CAPTION)
     if running and state is not None:
-        st.caption(f"Demo training `{view.escape_code(state.name)}` is running (pid {state.pid}).")
+        st.caption(f"Demo training `{escape_code(state.name)}` is running (pid {state.pid}).")
         st.button("Stop the demo training", key="stop_demo", on_click=_on_stop, args=(str(root),))
     else:
         st.button("Start the demo training", type="primary", key="start_demo", on_click=_on_start, args=(str(root),))
@@ -135,7 +135,7 @@ def _poll_for_runs(root: Path, store: Any) -> None:
             return
         if current.running:
             st.info(
-                f"Demo training `{view.escape_code(current.name)}` is starting (pid {current.pid})…",
+                f"Demo training `{escape_code(current.name)}` is starting (pid {current.pid})…",
                 icon=":material/hourglass_empty:",
             )
         elif st.session_state.get(STARTED_HERE) == current.pid:  # started from this page: say why nothing came

@@ -1,6 +1,6 @@
 """Streamlit pieces every page shares: the log root, the cached RunStore, the run picker, refresh.
 
-Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``monitor_cb.view``.
+Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``monitor_cb.dashboard``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb import view
+from monitor_cb.dashboard.escape import escape_code, escape_markdown
+from monitor_cb.dashboard.logdir import apply_endpoint_arg, redact, resolve_logdir
+from monitor_cb.dashboard.runlist import DEFAULT_REFRESH, REFRESH_CHOICES, filter_runs, pick_run, run_label
 
 QUERY_RUN = "run"
 RUN_KEY = "run_select"
@@ -40,8 +42,8 @@ def log_root() -> Path:
     A URL (``s3://bucket/prefix``) comes back as a string without credentials; ``--endpoint-url URL``
     on the same line sets the S3 endpoint (MinIO, Ceph, Huawei OBS).
     """
-    view.apply_endpoint_arg(sys.argv[1:], os.environ)
-    return view.resolve_logdir(sys.argv[1:], os.environ)
+    apply_endpoint_arg(sys.argv[1:], os.environ)
+    return resolve_logdir(sys.argv[1:], os.environ)
 
 
 @st.cache_resource(show_spinner=False)
@@ -56,7 +58,7 @@ def get_store(root: str) -> Any:
     try:
         return _store(root)
     except (ValueError, OSError) as exc:  # an object-store URL whose package is missing, a malformed URL
-        st.error(f"Cannot open the log root: {md(view.redact(exc))}")
+        st.error(f"Cannot open the log root: {md(redact(exc))}")
         st.stop()
     return None  # pragma: no cover - st.stop() raises
 
@@ -66,26 +68,24 @@ def list_runs(store: Any) -> list[Any]:
     try:
         runs = list(store.list_runs())
     except OSError as exc:
-        st.error(f"Cannot read the log root: {md(view.redact(exc))}")
+        st.error(f"Cannot read the log root: {md(redact(exc))}")
         st.stop()
     remote = getattr(store, "remote", None)
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
-        st.sidebar.warning(
-            f"Object store unreachable: {md(view.redact(remote.last_error))}", icon=":material/cloud_off:"
-        )
+        st.sidebar.warning(f"Object store unreachable: {md(redact(remote.last_error))}", icon=":material/cloud_off:")
     return runs
 
 
 def md(text: Any) -> str:
     """User text (run names, paths, metadata) made inert for Streamlit Markdown: no formatting, no links."""
-    return view.escape_markdown(str(text))
+    return escape_markdown(str(text))
 
 
 def run_picker(runs: list[Any]) -> Any | None:
     """Sidebar: filter box and run select box; the choice is kept in the URL (``?run=<id>``)."""
     now = time.time()
     text = st.sidebar.text_input("Filter runs", key="run_filter", placeholder="name, status…")
-    shown = view.filter_runs(runs, text)
+    shown = filter_runs(runs, text)
     if not shown:
         st.sidebar.info("No run matches the filter.")
         return None
@@ -93,14 +93,14 @@ def run_picker(runs: list[Any]) -> Any | None:
     by_id = {r.id: r for r in shown}
     wanted = st.query_params.get(QUERY_RUN)
     if wanted and wanted not in {r.id for r in runs}:
-        st.warning(f"The run `{view.escape_code(wanted)}` is no longer under the log root (deleted or moved).")
+        st.warning(f"The run `{escape_code(wanted)}` is no longer under the log root (deleted or moved).")
     # The select box has a stable key: its labels carry the run's status, and a keyless widget
     # whose labels change would forget the user's choice.
     pending = st.session_state.get(PENDING_RUN)
     if pending in by_id:
         st.session_state[RUN_KEY] = st.session_state.pop(PENDING_RUN)
     elif st.session_state.get(RUN_KEY) not in by_id:
-        st.session_state[RUN_KEY] = view.pick_run(ids, wanted)
+        st.session_state[RUN_KEY] = pick_run(ids, wanted)
     else:
         # Set, not just kept: the browser shows the label it was last sent for the chosen value, so
         # after a refresh that changed the run's label (it finished) only a value set here redraws it.
@@ -109,7 +109,7 @@ def run_picker(runs: list[Any]) -> Any | None:
         f"Run ({len(shown)} of {len(runs)})",
         ids,
         key=RUN_KEY,
-        format_func=lambda rid: view.run_label(by_id[rid], now),
+        format_func=lambda rid: run_label(by_id[rid], now),
     )
     if st.query_params.get(QUERY_RUN) != choice:
         st.query_params[QUERY_RUN] = choice
@@ -118,21 +118,19 @@ def run_picker(runs: list[Any]) -> Any | None:
 
 def refresh_control() -> float | None:
     """Sidebar: refresh interval (off / 1 / 2 / 5 / 10 s) and a pause switch; seconds or None."""
-    labels = list(view.REFRESH_CHOICES)
-    choice = st.sidebar.radio(
-        "Refresh", labels, index=labels.index(view.DEFAULT_REFRESH), horizontal=True, key="refresh"
-    )
+    labels = list(REFRESH_CHOICES)
+    choice = st.sidebar.radio("Refresh", labels, index=labels.index(DEFAULT_REFRESH), horizontal=True, key="refresh")
     paused = st.sidebar.toggle(
         "Pause", key="paused", help="Freeze the charts (zoom and inspect) without losing the run."
     )
     if paused:
         return None
-    return view.REFRESH_CHOICES.get(choice or "off")
+    return REFRESH_CHOICES.get(choice or "off")
 
 
 def sidebar(root: Path, runs: list[Any]) -> Selection:
     """The whole sidebar; returns the selection the page works on."""
-    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.sidebar.caption(f"Log root: `{escape_code(str(root))}`")
     run = run_picker(runs) if runs else None
     refresh = refresh_control()
     return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)

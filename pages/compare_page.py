@@ -20,12 +20,12 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb import view
 from monitor_cb.charts.overlay import hidden_runs
 from monitor_cb.compare import runfilter
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
 from monitor_cb.compare.rundata import RunData, metric_options
-from monitor_cb.compare.session import (
+from monitor_cb.compare.summary import default_eval_metric
+from monitor_cb.dashboard.compare_session import (
     DEFAULT_POINTS,
     CompareSettings,
     CompareView,
@@ -35,7 +35,9 @@ from monitor_cb.compare.session import (
     report_html,
     run_key,
 )
-from monitor_cb.compare.summary import default_eval_metric
+from monitor_cb.dashboard.escape import escape_code
+from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, run_label
+from monitor_cb.dashboard.zoom import parse_x_value
 from pages import _shared
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
@@ -70,7 +72,7 @@ def compare_page() -> None:
     root = _shared.log_root()
     store = _shared.get_store(str(root))
     runs = _shared.list_runs(store)
-    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.sidebar.caption(f"Log root: `{escape_code(str(root))}`")
     st.title("Compare runs")
     if not runs:
         st.info("No runs under the log root yet. Start a training with LiveMonitor, or open the Live page for samples.")
@@ -86,7 +88,7 @@ def compare_page() -> None:
         st.stop()
     _apply_events(data)  # outside the fragment: a legend click or a drag reruns the whole page
     settings, side_by_side, eval_metric = controls(data)
-    live = any(info.status in view.ACTIVE_STATUSES for info in chosen)
+    live = any(info.status in ACTIVE_STATUSES for info in chosen)
     ids = tuple(info.id for info in chosen)
     st.fragment(run_every=refresh if live else None)(_charts_body)(store, ids, settings, side_by_side, eval_metric)
     show_config_diff(data)
@@ -106,9 +108,7 @@ def run_multipicker(runs: list[Any]) -> list[Any]:
         wanted = [rid for rid in st.query_params.get_all(Q_RUNS) if rid in by_id]
         missing = [rid for rid in st.query_params.get_all(Q_RUNS) if rid not in by_id]
         if missing:
-            st.warning(
-                "Not under the log root any more: " + ", ".join(f"`{view.escape_code(m)}`" for m in missing[:10])
-            )
+            st.warning("Not under the log root any more: " + ", ".join(f"`{escape_code(m)}`" for m in missing[:10]))
         st.session_state[K_RUNS] = wanted or [r.id for r in runs[:2]]
     picked = [rid for rid in st.session_state[K_RUNS] if rid in by_id]
     # The options are the matching runs plus the ones already picked, so filtering never drops a choice.
@@ -118,7 +118,7 @@ def run_multipicker(runs: list[Any]) -> list[Any]:
         f"Runs ({len(shown)} of {len(runs)} match)",
         options,
         key=K_RUNS,
-        format_func=lambda rid: view.run_label(by_id[rid], now),
+        format_func=lambda rid: run_label(by_id[rid], now),
     )
     chosen = [by_id[rid] for rid in st.session_state[K_RUNS] if rid in by_id]
     _set_query(Q_RUNS, [r.id for r in chosen])
@@ -218,7 +218,7 @@ def _charts_body(
     infos = {r.id: r for r in store.list_runs()}
     gone = [rid for rid in ids if rid not in infos]
     if gone:
-        st.warning("Gone from the log root: " + ", ".join(f"`{view.escape_code(g)}`" for g in gone))
+        st.warning("Gone from the log root: " + ", ".join(f"`{escape_code(g)}`" for g in gone))
     data = [d for d in (load_run(store, infos[rid]) for rid in ids if rid in infos) if d is not None]
     if not data:
         st.error("None of the picked runs can be read.")
@@ -295,8 +295,8 @@ def _event_range(event: Mapping[str, Any]) -> tuple[Any, Any] | None:
     if event.get("reset"):
         return None
     is_datetime = st.session_state.get(K_ALIGN) == "wall"
-    a = view.parse_x_value(event.get("x0"), is_datetime)
-    b = view.parse_x_value(event.get("x1"), is_datetime)
+    a = parse_x_value(event.get("x0"), is_datetime)
+    b = parse_x_value(event.get("x1"), is_datetime)
     if a is None or b is None:
         return st.session_state.get(K_RANGE)
     lo, hi = min(a, b), max(a, b)
@@ -370,7 +370,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
     """Overlay: one chart per metric. Side by side: each run's panels in its own column."""
     by_id = {d.id: d for d in data}
     if result.aligned.skipped:
-        names = ", ".join(f"`{view.escape_code(by_id[s].label)}`" for s in result.aligned.skipped if s in by_id)
+        names = ", ".join(f"`{escape_code(by_id[s].label)}`" for s in result.aligned.skipped if s in by_id)
         st.warning(
             f"Not drawn: {names} cannot be aligned by {ALIGNMENTS[settings.alignment]} "
             "(no samples count nor batch size, or no timestamps)."
@@ -395,7 +395,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         return
     for i, (metric, fig) in enumerate(result.figures.items()):
         if not fig.data:
-            st.info(f"None of the picked runs logged `{view.escape_code(metric)}`.")
+            st.info(f"None of the picked runs logged `{escape_code(metric)}`.")
             continue
         st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
 

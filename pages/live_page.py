@@ -2,7 +2,7 @@
 
 Flow: ``sidebar()`` picks the run and the refresh interval -> ``chart_controls()`` reads the chart
 settings -> a fragment (``st.fragment(run_every=...)``) re-reads the run, builds the figures with
-``monitor_cb.view.live_figures`` and draws them. Only the fragment reruns on each tick (about a tenth
+``monitor_cb.dashboard.live.live_figures`` and draws them. Only the fragment reruns on each tick (about a tenth
 of the bytes of a full-page rerun); any widget change reruns the page.
 
 Zoom: see ``pages/_zoom.py``. The zoom is a step range in session state (the "Steps" inputs above
@@ -19,13 +19,26 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from monitor_cb import view
-from monitor_cb.alerts import finding_key
 from monitor_cb.charts.findings import add_findings, step_mapper
 from monitor_cb.charts.notes import add_note, grad_norm_note
+from monitor_cb.dashboard.escape import escape_code
+from monitor_cb.dashboard.findings_view import finding_key
+from monitor_cb.dashboard.kpis import Kpis, compute_kpis, format_count, format_value, nan_banner
+from monitor_cb.dashboard.live import (
+    N_OUT_CHOICES,
+    ChartSettings,
+    drawn_rank,
+    figures_key,
+    live_figures,
+    other_rank_cells,
+)
+from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS
+from monitor_cb.dashboard.runlist import format_age, format_duration
+from monitor_cb.dashboard.thresholds import parse_thresholds
+from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
 from monitor_cb.demo.launcher import demo_running
 from monitor_cb.ingest.runframe import RunFrame
-from pages import _alerts, _shared
+from pages import _findings, _shared
 from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
@@ -73,12 +86,12 @@ def read_run(store: Any, run_id: str, ranks: tuple[int, ...] = ()) -> RunFrame |
     """The run's frame and masks (of its lowest rank when it has several: the charts draw that rank, the
     others are aggregated at ingest), or None when its files vanished between listing and reading."""
     try:
-        return store.read(run_id, rank=view.drawn_rank(ranks))
+        return store.read(run_id, rank=drawn_rank(ranks))
     except (FileNotFoundError, KeyError):
         return None
 
 
-def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSettings:
+def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     """The row of chart controls above the charts; they need the run's columns to offer choices."""
     from monitor_cb.analysis.series import available_x, metric_columns
 
@@ -86,14 +99,14 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
     xs = [x for x in X_LABELS if frame is None or x in available_x(frame)] or ["step"]
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
-    panel_titles = {p.key: p.title for p in view.PANELS}
+    panel_titles = {p.key: p.title for p in PANELS}
 
     c1, c2, c3, c4 = st.columns([3, 2, 1.5, 3.5], vertical_alignment="bottom")  # room for "Log y"
     smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
     shown = c4.multiselect(
-        "Charts", list(panel_titles), default=list(view.DEFAULT_PANELS), format_func=panel_titles.get, key="panels"
+        "Charts", list(panel_titles), default=list(DEFAULT_PANELS), format_func=panel_titles.get, key="panels"
     )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
@@ -101,8 +114,8 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
         custom_right = a2.multiselect("Custom chart: right axis", metrics, default=_first(metrics, "lr"), key="right")
         n_out = a3.selectbox(
             "Points per trace",
-            view.N_OUT_CHOICES,
-            index=view.N_OUT_CHOICES.index(view.ChartSettings.n_out),
+            N_OUT_CHOICES,
+            index=N_OUT_CHOICES.index(ChartSettings.n_out),
             key="n_out",
             help="Downsampling keeps every spike, NaN and the last point; more points cost more bytes per refresh.",
         )
@@ -112,11 +125,11 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
             placeholder="grad_norm > 10, loss > 5",
             help="One `metric > value` or `metric < value` per limit, separated by commas.",
         )
-        thresholds, bad = view.parse_thresholds(text)
+        thresholds, bad = parse_thresholds(text)
         if bad:
-            st.warning("Not understood: " + ", ".join(f"`{view.escape_code(b)}`" for b in bad))
+            st.warning("Not understood: " + ", ".join(f"`{escape_code(b)}`" for b in bad))
     zoom_controls(frame)
-    return view.ChartSettings(
+    return ChartSettings(
         panels=tuple(shown),
         x=x or "step",
         smoothing=float(smoothing),
@@ -124,7 +137,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> view.ChartSetting
         thresholds=thresholds,
         custom_left=tuple(custom_left),
         custom_right=tuple(custom_right),
-        n_out=int(n_out or view.ChartSettings.n_out),
+        n_out=int(n_out or ChartSettings.n_out),
     )
 
 
@@ -160,14 +173,14 @@ def _reset_zoom_on_run_change(run_id: str) -> None:
         st.session_state[HIDDEN] = {}
 
 
-def zoom_state() -> view.ZoomState:
+def zoom_state() -> ZoomState:
     """The zoom as plain data, from the step inputs and the remembered legend clicks."""
     lo, hi = st.session_state.get(ZOOM_LO), st.session_state.get(ZOOM_HI)
     if lo is not None and hi is not None and hi < lo:
         lo, hi = hi, lo
     dragged = st.session_state.get(ZOOM_EXACT)
     exact = (dragged[0], dragged[3], dragged[4]) if dragged and (dragged[1], dragged[2]) == (lo, hi) else None
-    return view.ZoomState(lo=lo, hi=hi, hidden=dict(st.session_state.get(HIDDEN, {})), exact=exact)
+    return ZoomState(lo=lo, hi=hi, hidden=dict(st.session_state.get(HIDDEN, {})), exact=exact)
 
 
 # ----------------------------------------------------------------------------- the live part
@@ -176,7 +189,7 @@ class LiveData:
     """What one refresh shows."""
 
     run: Any
-    kpis: view.Kpis
+    kpis: Kpis
     banner: str | None
     figures: dict[str, Any]
     empty: bool
@@ -186,7 +199,7 @@ class LiveData:
 def live_fragment(
     store: Any,
     run_id: str,
-    settings: view.ChartSettings,
+    settings: ChartSettings,
     refresh_s: float | None,
     known: tuple[frozenset[tuple[str, str]], bool],
     columns: frozenset[str] = frozenset(),
@@ -206,7 +219,7 @@ def live_fragment(
 def _live_body(
     store: Any,
     run_id: str,
-    settings: view.ChartSettings,
+    settings: ChartSettings,
     known: tuple[frozenset[tuple[str, str]], bool],
     columns: frozenset[str],
     about_run: Any = None,
@@ -218,19 +231,19 @@ def _live_body(
     run = runs.get(run_id)
     data = read_run(store, run_id, run.ranks) if run is not None else None
     if run is None or data is None:
-        st.error(f"The run `{view.escape_code(run_id)}` disappeared from the log root (deleted or moved).")
+        st.error(f"The run `{escape_code(run_id)}` disappeared from the log root (deleted or moved).")
         return
     if frozenset(data.frame.columns) != columns:
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     if event_waiting():
         st.rerun(scope="app")  # a zoom or legend click came during this refresh: the page applies it
     cache = st.session_state.setdefault(FIGURE_CACHE, {})
-    findings = tuple(_alerts.run_findings(run, data, _shared.log_root(), store=store))
+    findings = tuple(_findings.run_findings(run, data, _shared.log_root(), store=store))
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run))
-    _alerts.sidebar_badge(findings, where)
-    _alerts.toast_new(run.id, findings)
-    others = view.other_rank_cells(store, run.id, data)
+    _findings.sidebar_badge(findings, where)
+    _findings.toast_new(run.id, findings)
+    others = other_rank_cells(store, run.id, data)
     live = process(run, data, settings, zoom_state(), time.time(), cache, findings, (str(store.root), run.id), others)
     show(live)
     if not live.empty:
@@ -243,7 +256,7 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
 
     if legend_event is not None:
         state = zoom_state()
-        if view.apply_legend_event(state, legend_event, [CHART_KEY_PREFIX + k for k in view.PANEL_KEYS]):
+        if apply_legend_event(state, legend_event, [CHART_KEY_PREFIX + k for k in PANEL_KEYS]):
             st.session_state[HIDDEN] = state.hidden
     if zoom_event is None or len(frame) == 0:
         return False
@@ -252,9 +265,7 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
     except KeyError:
         return False
     state = zoom_state()
-    if not view.apply_zoom_event(
-        state, zoom_event, view.monotonic_x(xa.values), frame["step"].to_numpy(), xa.is_datetime
-    ):
+    if not apply_zoom_event(state, zoom_event, monotonic_x(xa.values), frame["step"].to_numpy(), xa.is_datetime):
         return False
     lo = None if state.lo is None else max(0, int(np.floor(state.lo)))
     hi = None if state.hi is None else max(0, int(np.ceil(state.hi)))
@@ -268,7 +279,7 @@ def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetim
     if event.get("reset"):
         return None
     a, b = event.get("x0"), event.get("x1")
-    if view.parse_x_value(a, is_datetime) > view.parse_x_value(b, is_datetime):  # checked by apply_zoom_event
+    if parse_x_value(a, is_datetime) > parse_x_value(b, is_datetime):  # checked by apply_zoom_event
         a, b = b, a
     return (x_kind, lo, hi, a, b)
 
@@ -276,8 +287,8 @@ def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetim
 def process(
     run: Any,
     data: RunFrame,
-    settings: view.ChartSettings,
-    zoom: view.ZoomState,
+    settings: ChartSettings,
+    zoom: ZoomState,
     now: float,
     cache: dict[str, Any] | None = None,
     findings: tuple[Any, ...] = (),
@@ -296,17 +307,15 @@ def process(
 
     frame, logged = data.frame, data.masks
     if len(frame) == 0:
-        return LiveData(run, view.compute_kpis(frame, run, now), None, {}, True)
-    kpis = view.compute_kpis(frame, run, now, logged)
-    banner = view.nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
+        return LiveData(run, compute_kpis(frame, run, now), None, {}, True)
+    kpis = compute_kpis(frame, run, now, logged)
+    banner = nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
     others_key = tuple(sorted((m, len(c)) for m, c in (other_ranks or {}).items()))
-    key = (view.figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings), others_key)
+    key = (figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings), others_key)
     if cache is not None and cache.get("key") == key:
         figures = cache["figures"]
     else:
-        figures = view.live_figures(
-            frame, settings, zoom, logged, f"{run.id}|{settings.x}", series_key, other_ranks or None
-        )
+        figures = live_figures(frame, settings, zoom, logged, f"{run.id}|{settings.x}", series_key, other_ranks or None)
         note = grad_norm_note(frame.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
         if note:  # the chart says why it shows throughput only, and how to get the norm
             add_note(figures["speed_grad"], note)
@@ -322,7 +331,7 @@ def process(
 def show(data: LiveData) -> None:
     """Draw the KPI row, the banners and the charts."""
     show_kpis(data.kpis, data.run)
-    _alerts.alert_panel(data.findings)
+    _findings.alert_panel(data.findings)
     bad = int(getattr(data.run, "bad_lines", 0) or 0)
     if bad:
         st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon=":material/warning:")
@@ -345,7 +354,7 @@ def show(data: LiveData) -> None:
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
 
 
-def show_kpis(k: view.Kpis, run: Any) -> None:
+def show_kpis(k: Kpis, run: Any) -> None:
     """The run's value tiles (a grid that wraps rather than cut a value off)."""
     step_label = f"Step of {k.total_steps:,}" if k.total_steps else "Step"
     status = {"delta": run.status, "delta_color": "off", "delta_arrow": "off"}
@@ -355,22 +364,22 @@ def show_kpis(k: view.Kpis, run: Any) -> None:
         since = {"help": "Time since the run's files last changed"}
     _shared.tiles(
         [
-            (step_label, view.format_count(k.step), _step_delta(k)),
-            ("Epoch", view.format_count(k.epoch), {}),
-            ("Loss", view.format_value(k.loss), _red_if_nonfinite(k.loss)),
-            ("LR", view.format_value(k.lr, 3), {}),
-            ("Throughput", view.format_value(k.throughput, 4), {"help": "samples/s"}),
-            ("Grad norm", view.format_value(k.grad_norm), _red_if_nonfinite(k.grad_norm)),
-            ("Elapsed", view.format_duration(k.elapsed_s), status),
-            ("Since update", view.format_age(k.age_s), since),
+            (step_label, format_count(k.step), _step_delta(k)),
+            ("Epoch", format_count(k.epoch), {}),
+            ("Loss", format_value(k.loss), _red_if_nonfinite(k.loss)),
+            ("LR", format_value(k.lr, 3), {}),
+            ("Throughput", format_value(k.throughput, 4), {"help": "samples/s"}),
+            ("Grad norm", format_value(k.grad_norm), _red_if_nonfinite(k.grad_norm)),
+            ("Elapsed", format_duration(k.elapsed_s), status),
+            ("Since update", format_age(k.age_s), since),
         ]
     )
 
 
-def _step_delta(k: view.Kpis) -> dict[str, Any]:
+def _step_delta(k: Kpis) -> dict[str, Any]:
     if k.eta_s is None:
         return {}
-    return {"delta": f"ETA {view.format_duration(k.eta_s)}", "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": f"ETA {format_duration(k.eta_s)}", "delta_color": "off", "delta_arrow": "off"}
 
 
 def _red_if_nonfinite(value: float | None) -> dict[str, Any]:

@@ -18,9 +18,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from monitor_cb import view
-from monitor_cb.compare import replay
 from monitor_cb.compare.upload import UploadError, check_size, max_upload_bytes, parse_upload
+from monitor_cb.dashboard import replay
+from monitor_cb.dashboard.escape import escape_code
+from monitor_cb.dashboard.kpis import format_count, format_value
+from monitor_cb.dashboard.runlist import pick_run, run_label
 from pages import _shared
 
 QUERY_RUN = "run"
@@ -58,7 +60,7 @@ def replay_page() -> None:
     root = _shared.log_root()
     store = _shared.get_store(str(root))
     runs = _shared.list_runs(store)
-    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.sidebar.caption(f"Log root: `{escape_code(str(root))}`")
     st.title("Replay")
     source = st.sidebar.radio("Replay", list(SOURCES), format_func=SOURCES.get, key=K_SOURCE)
     subject = upload_subject() if source == "upload" else run_subject(store, runs, root)
@@ -82,7 +84,7 @@ def replay_page() -> None:
 # ----------------------------------------------------------------------------- sources
 def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     """Sidebar: a finished, failed, stopped or crashed run (``?run=`` as on the live page)."""
-    from monitor_cb.compare.session import load_run
+    from monitor_cb.dashboard.compare_session import load_run
 
     done = [r for r in runs if r.status in REPLAYABLE]
     if not done:
@@ -92,16 +94,16 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     now = time.time()
     if st.session_state.get(K_RUN) not in by_id:
         wanted = st.query_params.get(QUERY_RUN)
-        st.session_state[K_RUN] = view.pick_run(list(by_id), wanted)
+        st.session_state[K_RUN] = pick_run(list(by_id), wanted)
     choice = st.sidebar.selectbox(
-        f"Run ({len(done)} replayable)", list(by_id), key=K_RUN, format_func=lambda rid: view.run_label(by_id[rid], now)
+        f"Run ({len(done)} replayable)", list(by_id), key=K_RUN, format_func=lambda rid: run_label(by_id[rid], now)
     )
     if st.query_params.get(QUERY_RUN) != choice:
         st.query_params[QUERY_RUN] = choice
     info = by_id[choice]
     data = load_run(store, info)
     if data is None:
-        st.error(f"The run `{view.escape_code(choice)}` disappeared from the log root (deleted or moved).")
+        st.error(f"The run `{escape_code(choice)}` disappeared from the log root (deleted or moved).")
         st.stop()
     findings = _findings((f"run:{info.id}", data.version), data.frame, data.logged, root, info.status, info.last_write)
     return Subject(
@@ -306,10 +308,10 @@ def show_position(subject: Subject, rows: slice, cursor: int, last: int) -> None
 
     part = subject.frame.iloc[rows]
     masks = {k: v[rows] for k, v in subject.logged.items()} if subject.logged else None
-    items = [("Step", view.format_count(cursor), {"delta": f"of {last:,}", "delta_color": "off", "delta_arrow": "off"})]
+    items = [("Step", format_count(cursor), {"delta": f"of {last:,}", "delta_color": "off", "delta_arrow": "off"})]
     for label, column in (("Loss", "loss"), ("LR", "lr"), ("Grad norm", "grad_norm"), ("Throughput", "throughput")):
         found = latest(part, column, masks) if column in part.columns else None
-        items.append((label, view.format_value(None if found is None else found[1]), {}))
+        items.append((label, format_value(None if found is None else found[1]), {}))
     _shared.tiles(items)
 
 

@@ -9,7 +9,8 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from monitor_cb import view
+from monitor_cb.dashboard.escape import escape_code
+from monitor_cb.dashboard.runlist import filter_runs, format_age
 from pages import _shared
 from pages._demo import show_empty_root
 
@@ -19,14 +20,14 @@ def runs_page() -> None:
     root = _shared.log_root()
     store = _shared.get_store(str(root))
     runs = _shared.list_runs(store)
-    st.sidebar.caption(f"Log root: `{view.escape_code(str(root))}`")
+    st.sidebar.caption(f"Log root: `{escape_code(str(root))}`")
     if not runs:
         show_empty_root(root, store)
         st.stop()
     st.title("Runs")
     text = st.text_input("Filter runs", key="runs_filter", placeholder="name, status…")
     st.dataframe(
-        runs_table(view.filter_runs(runs, text), time.time()),
+        runs_table(filter_runs(runs, text), time.time()),
         hide_index=True,
         width="stretch",
         column_config={
@@ -48,7 +49,7 @@ def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
             "last step": [r.last_step for r in runs],
             "records": [r.n_records for r in runs],
             "ranks": [len(r.ranks or ()) for r in runs],
-            "last update": [view.format_age(now - r.last_write) + " ago" for r in runs],
+            "last update": [format_age(now - r.last_write) + " ago" for r in runs],
             "corrupt lines": [r.bad_lines for r in runs],
             "reason": [r.reason or "" for r in runs],
         }

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from monitor_cb.dashboard.escape import escape_code, escape_markdown
+from monitor_cb.dashboard.settings_form import EXAMPLE_TOML, NotifyStatus, notify_status
 from monitor_cb.notify.config import ENV_CONFIG
-from monitor_cb.settings_view import EXAMPLE_TOML, NotifyStatus, notify_status
-from monitor_cb.view import escape_code, escape_markdown
 from pages import _shared
-from pages._alerts import diagnosis_settings_form
+from pages._findings import diagnosis_settings_form
 
 TEST_MESSAGE = "test notification from the monitor_cb dashboard"
 

@@ -15,15 +15,15 @@ from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.overlay import hidden_runs, overlay_figures, side_by_side_figures
 from monitor_cb.charts.style import escape_html
 from monitor_cb.compare import align as al
-from monitor_cb.compare import replay
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config, show_value
 from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.runfilter import filter_runs
-from monitor_cb.compare.session import CompareSettings
 from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
 from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
+from monitor_cb.dashboard import replay
+from monitor_cb.dashboard.compare_session import CompareSettings
 
 
 def frame(steps, loss, t0: float = 1000.0, dt: float = 1.0, **cols) -> pd.DataFrame:

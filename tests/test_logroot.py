@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from monitor_cb import view
+from monitor_cb.dashboard.logdir import resolve_logdir
 from monitor_cb.logroot import log_root, logdir_argument
 
 
@@ -21,7 +21,7 @@ def test_precedence() -> None:
 def test_a_bucket_root_stays_a_url_without_credentials() -> None:
     root = log_root("s3://KEY:SECRET@bucket/runs", {})
     assert isinstance(root, str) and "SECRET" not in root and root.endswith("bucket/runs")
-    assert view.resolve_logdir([], {"MONITOR_LOGDIR": "s3://bucket/runs"}) == root
+    assert resolve_logdir([], {"MONITOR_LOGDIR": "s3://bucket/runs"}) == root
 
 
 def test_logdir_argument_forms() -> None:
@@ -32,6 +32,6 @@ def test_logdir_argument_forms() -> None:
 
 
 def test_the_dashboard_resolves_the_same_root(tmp_path: Path) -> None:
-    assert view.resolve_logdir(["--logdir", str(tmp_path)], {}) == tmp_path.resolve()
-    assert view.resolve_logdir([], {"MONITOR_CB_LOGDIR": str(tmp_path / "b")}) == (tmp_path / "b").resolve()
-    assert view.resolve_logdir([], {}, cwd=tmp_path) == (tmp_path / "logs").resolve()
+    assert resolve_logdir(["--logdir", str(tmp_path)], {}) == tmp_path.resolve()
+    assert resolve_logdir([], {"MONITOR_CB_LOGDIR": str(tmp_path / "b")}) == (tmp_path / "b").resolve()
+    assert resolve_logdir([], {}, cwd=tmp_path) == (tmp_path / "logs").resolve()

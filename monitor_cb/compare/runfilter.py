@@ -12,7 +12,7 @@ _GLOB = set("*?[")
 def filter_runs(runs: Iterable[Any], text: str) -> list[Any]:
     """Runs matching ``text``: with ``*``, ``?`` or ``[`` a case-insensitive glob on the id or the name
     (``run0*``, ``*lr1e-3*``), else runs whose id, name or status contains every word."""
-    from monitor_cb.view import filter_runs as by_words
+    from monitor_cb.dashboard.runlist import filter_runs as by_words
 
     text = text.strip()
     if not text or not (_GLOB & set(text)):

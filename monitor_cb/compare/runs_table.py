@@ -292,7 +292,7 @@ def format_value(value: Any) -> str:
 def display_table(table: RunsTable, now: float) -> pd.DataFrame:
     """The table as text, as a page shows it: durations as ``h:mm:ss``, ``updated`` as an age, the rest
     through :func:`format_value`; integer columns keep integers (``1,234``) even where pandas made them float."""
-    from monitor_cb.view import format_age, format_duration
+    from monitor_cb.dashboard.runlist import format_age, format_duration
 
     frame = table.frame
     out: dict[str, list[str]] = {}

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor_cb.hidden import hidden_path
+from monitor_cb.ingest.hidden import hidden_path
 
 DEMO_STEPS = 600
 DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes

@@ -28,7 +28,7 @@ _LAZY = {
     "sort_findings": "findings",
     "worst_severity": "findings",
     "detect_divergence": "divergence",
-    "detect_lr_anomaly": "lr",
+    "detect_lr_anomaly": "lr_schedule",
     "detect_nan": "nonfinite",
     "detect_overfitting": "overfit",
     "detect_sawtooth": "periodic",
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover
         sort_findings,
         worst_severity,
     )
-    from monitor_cb.diagnosis.lr import detect_lr_anomaly
+    from monitor_cb.diagnosis.lr_schedule import detect_lr_anomaly
     from monitor_cb.diagnosis.nonfinite import detect_nan
     from monitor_cb.diagnosis.overfit import detect_overfitting
     from monitor_cb.diagnosis.periodic import detect_sawtooth

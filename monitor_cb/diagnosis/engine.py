@@ -13,7 +13,7 @@ import pandas as pd
 from monitor_cb.diagnosis._cache import diagnosis_memo
 from monitor_cb.diagnosis.divergence import detect_divergence
 from monitor_cb.diagnosis.findings import Finding, sort_findings
-from monitor_cb.diagnosis.lr import detect_lr_anomaly
+from monitor_cb.diagnosis.lr_schedule import detect_lr_anomaly
 from monitor_cb.diagnosis.nonfinite import _WATCHED as NAN_WATCHED
 from monitor_cb.diagnosis.nonfinite import detect_nan
 from monitor_cb.diagnosis.overfit import detect_overfitting

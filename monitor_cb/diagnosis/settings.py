@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
-from monitor_cb.hidden import HIDDEN_DIR, hidden_path
+from monitor_cb.ingest.hidden import HIDDEN_DIR, hidden_path
 
 SETTINGS_DIR = HIDDEN_DIR
 SETTINGS_FILE = "diagnosis.json"

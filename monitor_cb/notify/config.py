@@ -149,7 +149,7 @@ def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, st
     Raises:
         ConfigError: the file under the root leads outside it (``.monitor`` a symbolic link elsewhere).
     """
-    from monitor_cb.hidden import OutsideRootError, hidden_dir, hidden_path
+    from monitor_cb.ingest.hidden import OutsideRootError, hidden_dir, hidden_path
 
     env = os.environ if env is None else env
     if env.get(ENV_CONFIG):

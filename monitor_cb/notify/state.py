@@ -76,7 +76,7 @@ class WatchState:
     @staticmethod
     def default_path(root: str | os.PathLike[str]) -> Path:
         """``<root>/.monitor/watch-state.json``; raises ``OutsideRootError`` when that leads out of the root."""
-        from monitor_cb.hidden import hidden_path
+        from monitor_cb.ingest.hidden import hidden_path
 
         return hidden_path(root, STATE_FILE)
 

@@ -259,7 +259,7 @@ def _notified(info: Any) -> Iterable[str]:
 
 def _default_state_path(root: Path) -> Path | None:
     """The state file under the root's hidden folder; None (state kept in memory) when that leads outside it."""
-    from monitor_cb.hidden import OutsideRootError
+    from monitor_cb.ingest.hidden import OutsideRootError
 
     try:
         return WatchState.default_path(root)

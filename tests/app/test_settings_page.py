@@ -173,7 +173,7 @@ def test_corrupt_settings_file_is_a_warning(root: Path) -> None:
 # ----------------------------------------------------------------------------- alert panel and toasts
 def _alerts_demo() -> None:
     from monitor_cb.diagnosis import Finding
-    from pages._alerts import alert_panel, toast_new
+    from pages._findings import alert_panel, toast_new
 
     findings = [
         Finding("plateau", "info", 300, "loss flat", end_step=500),

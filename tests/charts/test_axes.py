@@ -114,8 +114,8 @@ def test_rank_step_time_with_one_constant_step_time() -> None:
 def test_compare_overlay_and_replay() -> None:
     from monitor_cb.charts.overlay import overlay_figures
     from monitor_cb.compare.align import align_runs
-    from monitor_cb.compare.replay import replay_figures
     from monitor_cb.compare.rundata import RunData
+    from monitor_cb.dashboard.replay import replay_figures
 
     runs = [RunData(id=f"r{i}", label=f"r{i}", frame=frame(lr=0.01)) for i in range(2)]
     figures = overlay_figures(runs, align_runs(runs, "step"), ("lr", "loss"), ChartOptions(n_out=500))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.hostguard import LOOPBACK_HOSTS, HostGuard, host_allowed, hostname
+from monitor_cb.dashboard.hostguard import LOOPBACK_HOSTS, HostGuard, host_allowed, hostname
 
 
 @pytest.mark.parametrize(

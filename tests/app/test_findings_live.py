@@ -14,16 +14,16 @@ def _live_alerts(root: str) -> None:
 
     from monitor_cb.charts.figures import dual_axis_figure
     from monitor_cb.charts.findings import add_findings, step_mapper
-    from pages import _alerts, _shared
+    from pages import _findings, _shared
 
     store = _shared.get_store(root)
     run = _shared.list_runs(store)[0]
     data = store.read(run.id)
     frame = data.frame
-    findings = _alerts.run_findings(run, data, root)
-    _alerts.sidebar_badge(findings)
-    _alerts.alert_panel(findings)
-    _alerts.toast_new(run.id, findings)
+    findings = _findings.run_findings(run, data, root)
+    _findings.sidebar_badge(findings)
+    _findings.alert_panel(findings)
+    _findings.toast_new(run.id, findings)
     fig = add_findings(dual_axis_figure(frame, "time"), findings, step_mapper(frame, "time"))
     st.plotly_chart(fig, key="chart")
     st.session_state["n_findings"] = len(findings)
@@ -62,8 +62,8 @@ def test_watcher_and_dashboard_use_the_same_diagnose(tmp_path):
     from monitor_cb.diagnosis import diagnose
     from monitor_cb.diagnosis.engine import diagnose as engine_diagnose
     from monitor_cb.notify.watcher import Watcher
-    from pages import _alerts
+    from pages import _findings
 
     watcher = Watcher(tmp_path, notifier=None)  # only kept at construction; nothing is sent here
     assert watcher._diagnose is diagnose is engine_diagnose
-    assert "from monitor_cb.diagnosis import diagnose" in inspect.getsource(_alerts.run_findings)
+    assert "from monitor_cb.diagnosis import diagnose" in inspect.getsource(_findings.run_findings)

@@ -1,14 +1,15 @@
 """Streamlit pieces for diagnosis findings: the alert panel, toasts, the sidebar badge, the thresholds form.
 
-Each is one call from a page; the decisions live in ``monitor_cb.alerts`` and ``monitor_cb.settings_view``.
+Each is one call from a page; the decisions live in ``monitor_cb.dashboard.findings_view`` and
+``monitor_cb.dashboard.settings_form``.
 Finding messages come from detectors that quote run content (metric names), so every text is shown
 escaped, never as HTML.
 
 ```python
-findings = _alerts.run_findings(run, store.read(run.id), root)   # cached until new records / other settings
-_alerts.sidebar_badge(findings)                             # the sidebar (also from the refresh fragment)
-_alerts.alert_panel(findings)                               # under the KPI row
-_alerts.toast_new(run.id, findings)                         # a toast per finding not shown before
+findings = _findings.run_findings(run, store.read(run.id), root)   # cached until new records / other settings
+_findings.sidebar_badge(findings)                             # the sidebar (also from the refresh fragment)
+_findings.alert_panel(findings)                               # under the KPI row
+_findings.toast_new(run.id, findings)                         # a toast per finding not shown before
 ```
 """
 
@@ -22,7 +23,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from monitor_cb.alerts import (
+from monitor_cb.dashboard.escape import escape_code, escape_markdown
+from monitor_cb.dashboard.findings_view import (
     alert_rows,
     finding_key,
     findings_cache_key,
@@ -34,6 +36,7 @@ from monitor_cb.alerts import (
     toast_text,
     worst_severity,
 )
+from monitor_cb.dashboard.settings_form import GENERAL, kind_title, settings_from_form, settings_groups
 from monitor_cb.diagnosis.findings import KINDS
 from monitor_cb.diagnosis.settings import (
     HELP,
@@ -44,8 +47,6 @@ from monitor_cb.diagnosis.settings import (
     settings_path,
 )
 from monitor_cb.ingest.runframe import RunFrame
-from monitor_cb.settings_view import GENERAL, kind_title, settings_from_form, settings_groups
-from monitor_cb.view import escape_code, escape_markdown
 
 SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toasted
 CACHE_KEY = "alerts_findings"  # session state: run id -> (cache key, findings)
@@ -68,10 +69,10 @@ def run_findings(
         run: its ``RunInfo`` (``id``, ``status``, ``last_write``).
         data: ``store.read(run.id)``; None gives no findings. One rank of a multi-rank run
             (``store.read(run.id, rank=r)``, with ``store``): that rank is diagnosed, and the ranks
-            side by side from the store's aggregates (:func:`monitor_cb.view.rank_findings`).
+            side by side from the store's aggregates (:func:`monitor_cb.dashboard.live.rank_findings`).
         root: the log root, whose saved thresholds apply.
     """
-    from monitor_cb import view
+    from monitor_cb.dashboard.live import rank_findings, ranks_version
     from monitor_cb.diagnosis import diagnose
 
     if data is None or len(data) == 0:
@@ -79,7 +80,7 @@ def run_findings(
     now = time.time() if now is None else now
     settings = current_settings(root)
     across = store is not None and data.rank is not None
-    version = (data.key, view.ranks_version(store, run.id)) if across else data.key
+    version = (data.key, ranks_version(store, run.id)) if across else data.key
     key = findings_cache_key(run.id, version, settings, status=run.status, now=now)
     cache = st.session_state.setdefault(CACHE_KEY, {})
     hit = cache.get(run.id)
@@ -92,7 +93,7 @@ def run_findings(
     started = time.perf_counter()
     findings = diagnose(data.frame, settings, status=run.status, now=now, last_write=run.last_write, logged=data.masks)
     if across:
-        findings = view.rank_findings(store, run.id, data.rank, findings, settings)
+        findings = rank_findings(store, run.id, data.rank, findings, settings)
     cache[run.id] = (key, findings, now, time.perf_counter() - started)
     return findings
 

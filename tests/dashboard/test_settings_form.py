@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb.diagnosis import KINDS, DiagnosisSettings
-from monitor_cb.settings_view import (
+from monitor_cb.dashboard.settings_form import (
     channel_rows,
     kind_of_field,
     kind_title,
@@ -17,6 +16,7 @@ from monitor_cb.settings_view import (
     settings_from_form,
     settings_groups,
 )
+from monitor_cb.diagnosis import KINDS, DiagnosisSettings
 
 
 def test_every_field_is_in_exactly_one_group() -> None:

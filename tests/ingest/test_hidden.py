@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from monitor_cb.dashboard.settings_form import notify_status
 from monitor_cb.diagnosis.settings import DiagnosisSettings, load_settings_checked, save_settings
-from monitor_cb.hidden import OutsideRootError, hidden_path
+from monitor_cb.ingest.hidden import OutsideRootError, hidden_path
 from monitor_cb.notify.config import ConfigError, find_config
 from monitor_cb.notify.state import WatchState
-from monitor_cb.settings_view import notify_status
 
 
 @pytest.fixture

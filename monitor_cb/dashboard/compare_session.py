@@ -133,7 +133,7 @@ def diff_table(runs: Sequence[RunData], all_keys: bool = False) -> pd.DataFrame:
 
 def report_html(runs: Sequence[RunData], settings: CompareSettings, all_keys: bool = False) -> str:
     """The self-contained HTML report of this comparison (overlay charts, summary, config diff)."""
-    from monitor_cb.report import build_report
+    from monitor_cb.dashboard.report import build_report
 
     view = build_view(runs, settings, side_by_side=False)
     notes = [

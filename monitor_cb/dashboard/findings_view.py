@@ -1,7 +1,7 @@
 """What the dashboard shows about a run's diagnosis findings, as plain data (no Streamlit).
 
 ```python
-from monitor_cb.alerts import alert_rows, findings_cache_key, new_findings, run_badge, severity_counts
+from monitor_cb.dashboard.findings_view import alert_rows, findings_cache_key, new_findings, run_badge, severity_counts
 
 rows = alert_rows(findings)                       # newest first, for the alert panel
 fresh = new_findings(seen_keys, findings)         # for toasts: not shown before

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.compare.session import CompareSettings, report_html
-from monitor_cb.report import build_report, table_html
+from monitor_cb.dashboard.compare_session import CompareSettings, report_html
+from monitor_cb.dashboard.report import build_report, table_html
 
 HOSTILE = '</script><script>alert("x")</script><img src=x onerror=alert(1)>'
 

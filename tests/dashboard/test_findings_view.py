@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor_cb.alerts import (
+from monitor_cb.dashboard.findings_view import (
     alert_rows,
     finding_key,
     findings_cache_key,

@@ -1,0 +1,194 @@
+"""The live page's figures: chart settings, the rows a zoomed chart re-reads, the other ranks' cells."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor_cb.charts.options import ChartOptions
+from monitor_cb.dashboard.panels import DEFAULT_PANELS, panels_for
+from monitor_cb.dashboard.zoom import ZoomState, monotonic_x, rows_in_steps, x_range_for
+
+
+@dataclass(frozen=True)
+class ChartSettings:
+    """The chart controls of the live page (plain, hashable data, so a refresh can rebuild every figure).
+
+    ``thresholds`` may be given as a mapping (``parse_thresholds``); it is kept as sorted pairs.
+    """
+
+    panels: tuple[str, ...] = DEFAULT_PANELS
+    x: str = "step"
+    smoothing: float = 0.6
+    log_y: bool = False
+    thresholds: tuple[tuple[str, tuple[float | None, float | None]], ...] | Mapping[str, Any] = ()
+    custom_left: tuple[str, ...] = ("loss",)
+    custom_right: tuple[str, ...] = ()
+    n_out: int = 2000
+
+    def __post_init__(self) -> None:
+        pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds
+        object.__setattr__(self, "thresholds", tuple(sorted((str(k), tuple(v)) for k, v in pairs)))
+
+    def chart_options(self, x_range: tuple[Any, Any] | None = None, uirevision: Any = "live") -> ChartOptions:
+        """The chart options these settings give, with the zoom's x range and the page's ``uirevision``."""
+        return ChartOptions(
+            x=self.x,
+            smoothing=self.smoothing,
+            log_y=self.log_y,
+            thresholds=self.thresholds,
+            n_out=self.n_out,
+            x_range=x_range,
+            uirevision=uirevision,
+        )
+
+
+def zoomed_rows(df: pd.DataFrame, zoom: ZoomState, context: float = 1.0) -> slice | None:
+    """Rows to draw for a zoomed view, None = all rows.
+
+    The step range plus ``context`` times its width on each side, all at full resolution: a pan
+    or a small zoom-out shows data at once, and new points just past a zoom at the run's end are
+    drawn (and scroll in) while the view stays where the user put it.
+    """
+    if not zoom.active or len(df) == 0:
+        return None
+    steps = df["step"].to_numpy()
+    lo, hi = zoom.lo, zoom.hi
+    if lo is not None and hi is not None:
+        margin = (hi - lo) * context
+        lo, hi = lo - margin, hi + margin
+    return rows_in_steps(steps, lo, hi)
+
+
+def live_figures(
+    df: pd.DataFrame,
+    settings: ChartSettings,
+    zoom: ZoomState,
+    logged: Mapping[str, np.ndarray] | None = None,
+    uirevision: Any = "live",
+    cache_key: Any = None,
+    other_ranks: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One ``go.Figure`` per shown panel (key -> figure), zoom re-applied and hidden legend entries kept hidden.
+
+    ``df`` is the whole run frame; when zoomed, only the zoomed step range is drawn and downsampled,
+    so a zoom into a 1M-step run shows every point of that range. ``cache_key`` (the run id) lets
+    each refresh extend the cached smoothing and downsampling of the last one instead of redoing them.
+    """
+    from monitor_cb.analysis.series import x_axis
+    from monitor_cb.charts import figures as charts
+
+    x_range = None
+    if zoom.active and zoom.exact is not None and zoom.exact[0] == settings.x:
+        x_range = zoom.exact[1:]  # the dragged range itself: the chart does not jump at the next refresh
+    elif zoom.active:  # monotonic_x scans the whole run: only for a zoom
+        xa = x_axis(df, settings.x)
+        x_range = x_range_for(zoom, xa.values, monotonic_x(xa.values), df["step"].to_numpy())
+    options = settings.chart_options(x_range, uirevision)
+    # full resolution inside the zoom; smoothing still sees the whole run
+    data = charts.ChartData(df, logged or None, zoomed_rows(df, zoom), None, cache_key, other_ranks)
+    figures: dict[str, Any] = {}
+    for panel in panels_for(df.columns):
+        if panel.key not in settings.panels:
+            continue
+        if panel.key in ("loss_lr", "speed_grad"):
+            fig = charts.dual_axis_figure(data, panel.left, panel.right, options, title=panel.title)
+        elif panel.key == "custom":
+            fig = charts.dual_axis_figure(data, settings.custom_left, settings.custom_right, options, title=panel.title)
+        elif panel.key == "eval":
+            fig = charts.eval_figure(data, options)
+        elif panel.key == "components":
+            fig = charts.components_figure(data, options)
+        elif panel.key == "timing":
+            fig = charts.timing_figure(data, options)
+        else:
+            fig = charts.memory_figure(data, options)
+        if panel.key not in ("loss_lr", "speed_grad", "custom"):
+            fig.update_layout(title=panel.title)
+        hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))
+        figures[panel.key] = fig
+    return figures
+
+
+def drawn_rank(ranks: Sequence[int]) -> int | None:
+    """The rank the live charts draw: the lowest of several (None: the run has one, read it whole)."""
+    return min(ranks) if len(ranks) > 1 else None
+
+
+def other_rank_cells(store: Any, run_id: str, data: Any) -> dict[str, Any]:
+    """For one rank drawn of a multi-rank run: metric -> the other ranks' logged NaN/±inf cells
+    (aggregated at ingest, extended with new steps only), so the drawn curves still mark them."""
+    from monitor_cb.analysis.series import metric_columns
+
+    if data is None or data.rank is None:
+        return {}
+    cells = {}
+    for metric in metric_columns(data.frame):
+        found = store.nonfinite(run_id, metric).excluding(data.rank)
+        if len(found):
+            cells[metric] = found
+    return cells
+
+
+RANKS_RECENT = 20_000  # steps of every rank the divergence check reads (the straggler check reads the bands)
+
+
+def ranks_version(store: Any, run_id: str) -> tuple[Any, ...]:
+    """Changes when any rank of the run got new rows (what the rank findings read)."""
+    info = store.run_info(run_id)
+    return (info.n_records, info.last_step, info.ranks)
+
+
+def rank_findings(store: Any, run_id: str, rank: int, findings: list[Any], settings: Any) -> list[Any]:
+    """Findings of one drawn rank (``findings``, from ``diagnose`` on its frame) plus the ranks side by side:
+    stragglers from the bands across ranks, divergence from the last :data:`RANKS_RECENT` steps of every rank."""
+    from dataclasses import replace
+
+    from monitor_cb.diagnosis.findings import sort_findings
+    from monitor_cb.diagnosis.ranks import (
+        DIVERGENCE_METRICS,
+        detect_rank_divergence,
+        detect_straggler_bands,
+        read_rank_places,
+    )
+
+    out = [f if f.rank is not None else replace(f, rank=rank) for f in findings if f.kind != "stalled"]
+    out += [f for f in findings if f.kind == "stalled"]
+    places = read_rank_places(store.run_info(run_id).path)
+    if settings.enabled("straggler"):
+        step, data = store.bands(run_id, "step_time"), store.bands(run_id, "data_time")
+        out += detect_straggler_bands(step if len(step) else None, data if len(data) else None, settings, places=places)
+    if settings.enabled("rank_divergence"):
+        matrices = {m: store.rank_matrix(run_id, m, last=RANKS_RECENT) for m in DIVERGENCE_METRICS}
+        matrices = {m: (x if x.values.size and x.logged.any() else None) for m, x in matrices.items()}
+        out += detect_rank_divergence(None, settings, places=places, matrices=matrices)  # type: ignore[arg-type]
+    return sort_findings(out)
+
+
+# Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.
+N_OUT_CHOICES = (500, 1000, 2000, 4000)
+
+
+CHART_PREFIX = "chart_"
+
+
+def figures_key(data: Any, settings: ChartSettings, zoom: ZoomState) -> tuple[Any, ...]:
+    """What the figures of a refresh depend on: the data read (``RunFrame.key``), the settings and the zoom.
+
+    Equal keys mean the last figures can be shown again.
+    """
+    hidden = tuple(sorted((k, tuple(v)) for k, v in zoom.hidden.items()))
+    return (data.key, settings, zoom.lo, zoom.hi, hidden, zoom.exact)
+
+
+def hide_traces(fig: Any, names: Iterable[str]) -> None:
+    """Keep legend entries the user switched off switched off in a freshly built figure."""
+    hidden = set(names)
+    if hidden:
+        for trace in fig.data:
+            if trace.name in hidden:
+                trace.visible = "legendonly"
