@@ -1,5 +1,5 @@
 """monitor_cb.compare: alignment, the common grid, interval-aware smoothing, summary maths (NaN included),
-config diff, colours, export, uploads and the replay helpers."""
+config diff, colours, export and uploads."""
 
 from __future__ import annotations
 
@@ -22,15 +22,8 @@ from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.runfilter import filter_runs
 from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
 from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
-from monitor_cb.dashboard import replay
 from monitor_cb.dashboard.compare_session import CompareSettings
-
-
-def frame(steps, loss, t0: float = 1000.0, dt: float = 1.0, **cols) -> pd.DataFrame:
-    steps = np.asarray(steps, dtype=np.int64)
-    data = {"step": steps, "t": t0 + dt * np.arange(steps.size), "rank": 0, "seg": 1, "loss": np.asarray(loss, float)}
-    data.update({k: np.asarray(v, float) for k, v in cols.items()})
-    return pd.DataFrame(data)
+from tests.compare.frames import frame
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -316,44 +309,6 @@ def test_an_empty_check_does_not_copy_the_upload() -> None:
     assert peak < len(data) // 10
     with pytest.raises(UploadError, match="empty"):
         sniff(b" \n\t\n")
-
-
-# ----------------------------------------------------------------------------- replay
-def test_cursor_rows_window_and_play_ticks() -> None:
-    f = frame(np.arange(1, 501), np.ones(500))
-    assert replay.rows_until(f, 100) == slice(0, 100)
-    w = replay.window_rows(f, 250)
-    assert (w.start, w.stop) == (199, 300), "±50 logged steps"
-    assert replay.window_rows(f, 3) == slice(0, 53)
-    steps = replay.unique_steps(f)
-    assert replay.next_cursor(steps, 1) == 6 and replay.next_cursor(steps, 500) == 500
-
-
-def test_notable_steps_nan_spikes_and_unconfirmed_findings() -> None:
-    loss = np.ones(300)
-    loss[100] = 8.0
-    loss[200:] = np.nan
-    f = frame(np.arange(1, 301), loss)
-
-    from monitor_cb.diagnosis import Finding
-
-    # grad_norm was never logged: a "nan" finding about it is a misread gap and is dropped
-    gap = Finding("nan", "error", 260, "from a gap", details={"column": "grad_norm"})
-    items = replay.notable_steps(f, None, [gap])
-    kinds = [(n.step, n.kind) for n in items]
-    assert (201, "nan") in kinds and (101, "spike") in kinds
-    assert all(n.step != 260 for n in items)
-    assert "step 101" in replay.notable_label(items[0])
-
-
-def test_replay_figures_grow_and_window_marks_the_step() -> None:
-    f = frame(np.arange(1, 201), np.linspace(2, 1, 200), lr=np.full(200, 1e-3))
-    figs = replay.replay_figures(f, None, replay.rows_until(f, 50), x_range=(1, 200))
-    assert max(np.asarray(t.x).max() for t in figs[0].data) == 50
-    assert list(figs[0].layout.xaxis.range) == [1, 200]
-    item = replay.Notable(120, "spike", "x")
-    figs = replay.replay_figures(f, None, replay.window_rows(f, 120), marker=item)
-    assert any(s.x0 == 120 for s in figs[0].layout.shapes)
 
 
 def test_multi_rank_run_draws_its_lowest_rank_and_summarizes_all() -> None:

@@ -1,0 +1,45 @@
+"""monitor_cb.dashboard.replay: the replay cursor, the notable steps, the growing figures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from monitor_cb.dashboard import replay
+from tests.compare.frames import frame
+
+
+def test_cursor_rows_window_and_play_ticks() -> None:
+    f = frame(np.arange(1, 501), np.ones(500))
+    assert replay.rows_until(f, 100) == slice(0, 100)
+    w = replay.window_rows(f, 250)
+    assert (w.start, w.stop) == (199, 300), "±50 logged steps"
+    assert replay.window_rows(f, 3) == slice(0, 53)
+    steps = replay.unique_steps(f)
+    assert replay.next_cursor(steps, 1) == 6 and replay.next_cursor(steps, 500) == 500
+
+
+def test_notable_steps_nan_spikes_and_unconfirmed_findings() -> None:
+    loss = np.ones(300)
+    loss[100] = 8.0
+    loss[200:] = np.nan
+    f = frame(np.arange(1, 301), loss)
+
+    from monitor_cb.diagnosis import Finding
+
+    # grad_norm was never logged: a "nan" finding about it is a misread gap and is dropped
+    gap = Finding("nan", "error", 260, "from a gap", details={"column": "grad_norm"})
+    items = replay.notable_steps(f, None, [gap])
+    kinds = [(n.step, n.kind) for n in items]
+    assert (201, "nan") in kinds and (101, "spike") in kinds
+    assert all(n.step != 260 for n in items)
+    assert "step 101" in replay.notable_label(items[0])
+
+
+def test_replay_figures_grow_and_window_marks_the_step() -> None:
+    f = frame(np.arange(1, 201), np.linspace(2, 1, 200), lr=np.full(200, 1e-3))
+    figs = replay.replay_figures(f, None, replay.rows_until(f, 50), x_range=(1, 200))
+    assert max(np.asarray(t.x).max() for t in figs[0].data) == 50
+    assert list(figs[0].layout.xaxis.range) == [1, 200]
+    item = replay.Notable(120, "spike", "x")
+    figs = replay.replay_figures(f, None, replay.window_rows(f, 120), marker=item)
+    assert any(s.x0 == 120 for s in figs[0].layout.shapes)
