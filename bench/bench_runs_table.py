@@ -39,13 +39,13 @@ sys.path.insert(0, str(REPO))
 
 from monitor_cb.compare.runs_table import (  # noqa: E402
     build_table,
-    display_table,
     filter_expr,
     filter_text,
     group_table,
     sort_table,
 )
 from monitor_cb.compare.runstats import StatsCache, store_loader  # noqa: E402
+from monitor_cb.dashboard.runs_view import display_table  # noqa: E402
 from monitor_cb.ingest import RunStore  # noqa: E402
 from monitor_cb.writer import MetricsWriter  # noqa: E402
 

@@ -21,10 +21,10 @@ from typing import Any
 import streamlit as st
 
 from monitor_cb.charts.overlay import hidden_runs
-from monitor_cb.compare import runfilter
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
 from monitor_cb.compare.rundata import RunData, metric_options
 from monitor_cb.compare.summary import default_eval_metric
+from monitor_cb.dashboard import runfilter
 from monitor_cb.dashboard.compare_session import (
     DEFAULT_POINTS,
     CompareSettings,

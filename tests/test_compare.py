@@ -19,10 +19,10 @@ from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config, show_value
 from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.compare.runfilter import filter_runs
 from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
 from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
 from monitor_cb.dashboard.compare_session import CompareSettings
+from monitor_cb.dashboard.runfilter import filter_runs
 from tests.compare.frames import frame
 
 

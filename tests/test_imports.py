@@ -1,6 +1,8 @@
 """The layer boundaries of ARCHITECTURE.md, for every module of the package.
 
 * No library module imports a command module (``monitor_cb.commands``): commands sit on top.
+* Only ``monitor_cb.dashboard`` itself imports ``monitor_cb.dashboard`` (the pages' plain logic is the top).
+* No reading-side package (ingest ... dashboard) imports a training-side module (callback, writer, ...).
 * Only ``dashboard.py`` and ``pages/`` import Streamlit: no module of ``monitor_cb`` does.
 * Only the training layer imports MindSpore (or MindFormers): importing any other module loads neither.
 
@@ -10,6 +12,7 @@ Each module is imported as a user would (a fresh interpreter imports all of them
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +30,27 @@ TRAINING = frozenset(
         "monitor_cb.commands.demo",
         "monitor_cb.demo.model",
     }
+)
+# The reading side's packages, and the training side's modules they must not import.
+READING = ("ingest", "importers", "analysis", "diagnosis", "charts", "compare", "dashboard")
+TRAINING_SIDE = tuple(
+    f"monitor_cb.{m}"
+    for m in (
+        "callback",
+        "cells",
+        "grad_norm",
+        "lr",
+        "system",
+        "mindformers",
+        "telemetry",
+        "writer",
+        "extract",
+        "guard",
+        "timing",
+    )
+)
+ALL_FOLDERS = tuple(f"monitor_cb/{p.name}/" for p in (REPO / "monitor_cb").iterdir() if p.is_dir()) + tuple(
+    f"monitor_cb/{p.name}" for p in (REPO / "monitor_cb").glob("*.py")
 )
 UI = ("streamlit",)
 FRAMEWORKS = ("mindspore", "mindformers")
@@ -75,21 +99,43 @@ def test_only_the_training_layer_imports_mindspore() -> None:
         raise AssertionError(f"these modules import MindSpore or MindFormers: {culprits(modules, FRAMEWORKS)}")
 
 
-def test_library_code_never_imports_a_command_module() -> None:
-    """Commands sit on top: only ``cli.py`` and other commands import ``monitor_cb.commands.*``."""
-    import ast
+def imports_of(path: Path) -> list[tuple[str, int]]:
+    """Every module name an ``import`` in ``path`` names (top level or inside a function), with its line."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [(node.module, node.lineno)] + [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+        elif isinstance(node, ast.Import):
+            names += [(a.name, node.lineno) for a in node.names]
+    return names
 
+
+def importers_of(packages: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    """``file:line`` of every import of a module in ``packages`` from a file outside ``allowed``."""
     offenders = []
     for path in sorted((REPO / "monitor_cb").rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
-        if rel.startswith("monitor_cb/commands/") or rel in ("monitor_cb/cli.py", "monitor_cb/__main__.py"):
+        if rel.startswith(allowed):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            if any(n == "monitor_cb.commands" or n.startswith("monitor_cb.commands.") for n in names):
-                offenders.append(f"{rel}:{node.lineno}")
+        for name, line in imports_of(path):
+            if any(name == p or name.startswith(p + ".") for p in packages):
+                offenders.append(f"{rel}:{line} imports {name}")
+    return offenders
+
+
+def test_library_code_never_imports_a_command_module() -> None:
+    """Commands sit on top: only ``cli.py`` and other commands import ``monitor_cb.commands``."""
+    allowed = ("monitor_cb/commands/", "monitor_cb/cli.py", "monitor_cb/__main__.py")
+    assert not importers_of(("monitor_cb.commands",), allowed)
+
+
+def test_only_the_pages_import_the_page_logic() -> None:
+    """``monitor_cb.dashboard`` sits on top of the reading side: nothing below it reaches up to a page."""
+    assert not importers_of(("monitor_cb.dashboard",), ("monitor_cb/dashboard/",))
+
+
+def test_the_reading_side_never_imports_the_training_side() -> None:
+    """The two sides share the file format only (``record.py``): a reader never loads the callback's modules."""
+    reading = tuple(f"monitor_cb/{p}/" for p in READING)
+    offenders = importers_of(TRAINING_SIDE, tuple(p for p in ALL_FOLDERS if p not in reading))
     assert not offenders, offenders

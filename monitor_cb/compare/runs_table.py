@@ -1,6 +1,6 @@
 """The runs table's data: one row per run, the config keys that differ, filters, sort and group-by.
 
-Plain data, no Streamlit: the runs page shows :func:`display_table` and picks rows; the same
+Plain data, no Streamlit: the runs page shows it as text (``monitor_cb.dashboard.runs_view``) and picks rows; the same
 functions serve any other front end. Row values come from the ``RunInfo`` list and each run's cached
 :class:`~monitor_cb.compare.runstats.RunStats`, so a table of a thousand runs is built from memory.
 
@@ -36,8 +36,8 @@ BASE_COLUMNS = ("id", "name", "status", "steps", "duration_s", "updated", "ranks
 DEFAULT_STATS = ("last", "best")
 _ACTIVE = ("running", "stalled")
 _GLOB = set("*?[")
-_INT_COLUMNS = ("steps", "ranks", "records", "bad_lines")
-_INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
+INT_COLUMNS = ("steps", "ranks", "records", "bad_lines")
+INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
 
 
 @dataclass(frozen=True)
@@ -219,12 +219,12 @@ def sort_table(table: RunsTable, column: str, descending: bool = False) -> RunsT
     if column not in table.frame.columns:
         raise KeyError(f"no column {column!r}; columns are {list(table.frame.columns)}")
     values = list(table.frame[column])
-    present = [i for i, v in enumerate(values) if not _absent(v)]
-    absent = [i for i, v in enumerate(values) if _absent(v)]
+    present = [i for i, v in enumerate(values) if not absent(v)]
+    missing = [i for i, v in enumerate(values) if absent(v)]
     numeric = all(_is_number(values[i]) for i in present)
     key: Callable[[int], Any] = (lambda i: float(values[i])) if numeric else (lambda i: show_value(values[i]).lower())
     ordered = sorted(present, key=key, reverse=descending)  # stable: ties keep the table's order
-    return table.take(ordered + absent)
+    return table.take(ordered + missing)
 
 
 @dataclass(frozen=True)
@@ -270,47 +270,8 @@ def group_table(table: RunsTable, key: str) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-# ----------------------------------------------------------------------------- display
-def format_value(value: Any) -> str:
-    """A cell as text: NaN as ``NaN``, ±inf as ``inf``/``-inf``, missing as empty, numbers to 4 significant digits."""
-    if value is None or value is pd.NA:
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, numbers.Integral):
-        return f"{int(value):,}"
-    if isinstance(value, numbers.Real):
-        number = float(value)
-        if math.isnan(number):
-            return "NaN"
-        if math.isinf(number):
-            return "inf" if number > 0 else "-inf"
-        return f"{number:.4g}"
-    return show_value(value)
-
-
-def display_table(table: RunsTable, now: float) -> pd.DataFrame:
-    """The table as text, as a page shows it: durations as ``h:mm:ss``, ``updated`` as an age, the rest
-    through :func:`format_value`; integer columns keep integers (``1,234``) even where pandas made them float."""
-    from monitor_cb.dashboard.runlist import format_age, format_duration
-
-    frame = table.frame
-    out: dict[str, list[str]] = {}
-    for column in frame.columns:
-        values = list(frame[column])
-        if column == "duration_s":
-            out[column] = [format_duration(v) if not _absent(v) else "" for v in values]
-        elif column == "updated":
-            out[column] = [f"{format_age(now - v)} ago" if not _absent(v) else "" for v in values]
-        elif column in _INT_COLUMNS or column.endswith(_INT_SUFFIXES):
-            out[column] = [format_value(int(v)) if not _absent(v) else "" for v in values]
-        else:
-            out[column] = [format_value(v) for v in values]
-    return pd.DataFrame(out, columns=list(frame.columns), dtype=object)
-
-
-def _absent(value: Any) -> bool:
-    """Missing (None, pd.NA) or NaN: sorts last, shows empty (NaN metrics are shown by format_value)."""
+def absent(value: Any) -> bool:
+    """Missing (None, pd.NA) or NaN: sorts last, shows empty (``dashboard.runs_view`` shows NaN metrics as ``NaN``)."""
     if value is None or value is pd.NA:
         return True
     return isinstance(value, float) and math.isnan(value)

@@ -7,6 +7,7 @@ Streamlit's AppTest cannot drive a ``run_every`` refresh or a drag in a chart.
   filter, the picked run, refresh choices), :mod:`~.kpis` (the tiles), :mod:`~.panels` (which charts),
   :mod:`~.thresholds`, :mod:`~.zoom` (zoom and legend events), :mod:`~.live` (figures, other ranks).
 * Findings: :mod:`~.findings_view` (alert rows, badges, toasts); settings page: :mod:`~.settings_form`.
-* Compare and replay pages: :mod:`~.compare_session`, :mod:`~.replay`; the offline report: :mod:`~.report`.
+* Compare, runs and replay pages: :mod:`~.compare_session`, :mod:`~.runfilter`, :mod:`~.runs_view` (the runs
+  table as text), :mod:`~.replay`; the offline report: :mod:`~.report`.
 * :mod:`~.escape` (user text in Markdown), :mod:`~.hostguard` (the server's Host check).
 """

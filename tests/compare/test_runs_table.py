@@ -16,15 +16,14 @@ from monitor_cb.compare.runs_table import (
     TableOptions,
     build_table,
     config_keys,
-    display_table,
     filter_expr,
     filter_text,
-    format_value,
     group_table,
     groups,
     sort_table,
 )
 from monitor_cb.compare.runstats import StatsCache, config_stats, store_loader
+from monitor_cb.dashboard.runs_view import display_table, format_value
 from monitor_cb.ingest import RunStore
 from tests.compare.runs_helpers import write_sweep_run
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb.compare.runs_table import build_table, display_table, filter_expr, sort_table
+from monitor_cb.compare.runs_table import build_table, filter_expr, sort_table
 from monitor_cb.compare.runstats import StatsCache, store_loader
+from monitor_cb.dashboard.runs_view import display_table
 from monitor_cb.ingest import RunStore
 
 REAL_RUNS = Path(
