@@ -29,6 +29,7 @@ TRAINING = frozenset(
         "monitor_cb.mindformers",
         "monitor_cb.commands.demo",
         "monitor_cb.demo.model",
+        "monitor_cb.demo.train",
     }
 )
 # The reading side's packages, and the training side's modules they must not import.

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import signal
 import time
-from pathlib import Path
-from typing import Any
 
 from monitor_cb.commands.common import UsageError
+from monitor_cb.demo.train import FAULTS, epochs_for, parse_injections, stop_like_ctrl_c, train
 from monitor_cb.logroot import LOGDIR_HELP, log_root
-
-FAULTS = ("nan", "grad_explosion", "lr_break", "slow_data", "overfit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,29 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_injections(specs: list[str], steps: int) -> dict[str, int]:
-    """``["nan@400", "slow_data@300"]`` -> ``{"nan": 400, "slow_data": 300}``.
-
-    Raises:
-        ValueError: an unknown fault, a missing/invalid step, or a step beyond ``steps``.
-    """
-    plan: dict[str, int] = {}
-    for spec in specs:
-        fault, sep, at = spec.partition("@")
-        if fault not in FAULTS or not sep:
-            raise ValueError(f"--inject {spec!r}: expected FAULT@STEP with FAULT one of {', '.join(FAULTS)}")
-        if not at.isdigit() or not 1 <= int(at) <= steps:
-            raise ValueError(f"--inject {spec!r}: STEP must be an integer between 1 and --steps ({steps})")
-        plan[fault] = int(at)
-    return plan
-
-
-def epochs_for(steps: int) -> tuple[int, int]:
-    """``(epochs, steps_per_epoch)`` covering at least ``steps``, with up to 10 evaluations."""
-    epochs = max(1, min(10, steps // 20))
-    return epochs, math.ceil(steps / epochs)
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         injections = parse_injections(args.inject, args.steps)
@@ -91,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     epochs, per_epoch = epochs_for(args.steps)
     print(f"training the demo Transformer for {epochs * per_epoch} steps -> {run_dir}")
     started = time.perf_counter()
-    previous = signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    previous = signal.signal(signal.SIGTERM, stop_like_ctrl_c)
     try:
-        monitor = _train(run_dir, epochs, per_epoch, injections, args)
+        monitor = train(run_dir, epochs, per_epoch, injections, args)
     except KeyboardInterrupt as exc:
         print(f"stopped after {time.perf_counter() - started:.1f}s: {run_dir} ({exc})")
         return 130
@@ -101,54 +74,6 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(f"done in {time.perf_counter() - started:.1f}s: {run_dir} ({monitor.stop_reason or 'finished'})")
     return 0
-
-
-def _train(run_dir: Path, epochs: int, per_epoch: int, injections: dict[str, int], args: Any) -> Any:
-    os.environ.setdefault("GLOG_v", "3")  # MindSpore's C++ warnings would drown the demo's output
-    import mindspore as ms
-
-    from monitor_cb.callback import LiveMonitor
-    from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
-
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    cfg = DemoConfig(steps_per_epoch=per_epoch)
-    model, train, evaluation = build_model(epochs * per_epoch, cfg, FaultPlan(**injections), seed=args.seed)
-    config = {**cfg.__dict__, "epochs": epochs, "optimizer": "Momentum(0.9)", "inject": injections, "seed": args.seed}
-    monitor = LiveMonitor(
-        run_dir, log_interval=args.log_interval, config=config, on_nan=args.on_nan, notify=getattr(args, "notify", None)
-    )
-    callbacks = [monitor]
-    if getattr(args, "pace", 0.0):
-        callbacks.append(_pacer(args.pace))
-    model.fit(epochs, train, evaluation, callbacks=callbacks, dataset_sink_mode=False)
-    return monitor
-
-
-def _pacer(seconds: float) -> Any:
-    """A callback that makes each training step last at least ``seconds`` (sleeping off the rest)."""
-    from mindspore.train import Callback
-
-    class Pacer(Callback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_end: float | None = None
-
-        def on_train_step_end(self, run_context: Any) -> None:
-            now = time.monotonic()
-            # A deadline per step, not a sleep per step: time spent evaluating is caught up, not added.
-            self.next_end = max(now, (self.next_end or now) + seconds)
-            time.sleep(self.next_end - now)
-
-    return Pacer()
-
-
-def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM ends the training as Ctrl-C would, so LiveMonitor closes the run as ``stopped``.
-
-    A second SIGTERM (a supervisor repeating it) must not interrupt that closing: it is ignored.
-    """
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt("stopped by SIGTERM (the dashboard's Stop button)")
 
 
 def _non_negative(text: str) -> float:

@@ -5,6 +5,7 @@
 * :mod:`~monitor_cb.demo.samples`: finished sample runs written instantly (the dashboard's embedded default).
 * :mod:`~monitor_cb.demo.synthetic`, :mod:`~monitor_cb.demo.synthetic_ranks`: labelled single-rank and
   8-rank runs with known failures, for the detectors' tests and benchmarks.
-* :mod:`~monitor_cb.demo.model`: the small Transformer that ``python -m monitor_cb demo`` trains (MindSpore).
+* :mod:`~monitor_cb.demo.model`, :mod:`~monitor_cb.demo.train`: the small Transformer that
+  ``python -m monitor_cb demo`` trains, and its training with ``LiveMonitor`` (MindSpore).
 * :mod:`~monitor_cb.demo.launcher`: the demo training started and stopped in the background for the dashboard.
 """

@@ -38,18 +38,7 @@ def test_demo_trains_evaluates_and_stops_on_an_injected_nan(tmp_path: Path, monk
     assert meta["config"]["inject"] == {"nan": 33, "slow_data": 38} and meta["seq_length"] == 16
 
 
-@pytest.mark.parametrize(
-    ("specs", "message"),
-    [(["nan"], "FAULT@STEP"), (["fire@3"], "FAULT@STEP"), (["nan@0"], "between 1"), (["nan@x"], "between 1")],
-)
-def test_bad_injections_are_explained(specs: list[str], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        demo.parse_injections(specs, steps=10)
-
-
-def test_injections_and_epochs() -> None:
-    assert demo.parse_injections(["nan@4", "overfit@9"], steps=10) == {"nan": 4, "overfit": 9}
-    assert demo.epochs_for(2000) == (10, 200) and demo.epochs_for(10) == (1, 10)
+def test_steps_default() -> None:
     assert parse().steps == 2000
 
 
