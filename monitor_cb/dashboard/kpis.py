@@ -14,8 +14,6 @@ from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, RunLike, format_age
 
 # A running run whose last write is older than this many typical record intervals looks stale.
 STALE_INTERVALS = 10.0
-
-
 STALE_MIN_S = 60.0
 
 

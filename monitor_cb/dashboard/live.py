@@ -171,8 +171,6 @@ def rank_findings(store: Any, run_id: str, rank: int, findings: list[Any], setti
 
 # Points per trace a user can choose; a chart about 1,000 px wide shows at most ~2 per pixel column.
 N_OUT_CHOICES = (500, 1000, 2000, 4000)
-
-
 CHART_PREFIX = "chart_"
 
 

@@ -29,8 +29,6 @@ PANELS: tuple[Panel, ...] = (
 
 
 PANEL_KEYS = tuple(p.key for p in PANELS)
-
-
 DEFAULT_PANELS = ("loss_lr", "speed_grad", "eval")
 
 

@@ -9,11 +9,7 @@ from typing import Any, Protocol
 
 # Sidebar refresh choices: label -> seconds (None = no automatic refresh).
 REFRESH_CHOICES: dict[str, float | None] = {"off": None, "1 s": 1.0, "2 s": 2.0, "5 s": 5.0, "10 s": 10.0}
-
-
 DEFAULT_REFRESH = "2 s"
-
-
 ACTIVE_STATUSES = frozenset({"running", "stalled"})
 
 
