@@ -5,9 +5,11 @@ interval -> ``controls()`` reads metric, alignment, smoothing and mode -> a frag
 (``st.fragment(run_every=...)``, only while a picked run is still training) re-reads the runs and
 draws charts and summary -> the config diff and the downloads (CSV, Parquet, HTML report).
 
-The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay``. A legend
-click hides a run in every chart; a drag in a chart (or the x-range slider) sets one x range that
-every chart shows.
+The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay&group=lr``. A
+legend click hides a run in every chart; a drag in a chart (or the x-range slider) sets one x range
+that every chart shows. A run keeps its colour while runs are added and removed (``cmp_colors`` in
+the session), in the HTML report too. Group by a config key: per value the mean line and the min-max
+band of its runs (seeds). Side by side: per run one panel per chosen metric, equal sizes, shared y.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import streamlit as st
 
 from monitor_cb.charts.overlay import hidden_runs
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
+from monitor_cb.compare.grouping import group_keys
 from monitor_cb.compare.rundata import RunData, metric_options
 from monitor_cb.compare.summary import default_eval_metric
 from monitor_cb.dashboard import runfilter
@@ -38,10 +41,11 @@ from monitor_cb.dashboard.compare_session import (
 from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, run_label
 from monitor_cb.dashboard.zoom import parse_x_value
+from monitor_cb.compare.summary_view import summary_display, text_width
 from pages import _shared
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
-Q_RUNS, Q_METRIC, Q_ALIGN, Q_SMOOTH, Q_MODE = "runs", "metric", "align", "smooth", "mode"
+Q_RUNS, Q_METRIC, Q_ALIGN, Q_SMOOTH, Q_MODE, Q_GROUP = "runs", "metric", "align", "smooth", "mode", "group"
 K_FILTER, K_RUNS, K_METRICS, K_ALIGN, K_SMOOTH, K_MODE = (
     "cmp_filter",
     "cmp_runs",
@@ -59,6 +63,8 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
     "cmp_eval",
 )
 K_CACHE = "cmp_view_cache"
+K_COLORS, K_GROUP, K_SHARED_Y = "cmp_colors", "cmp_group", "cmp_shared_y"
+NO_GROUP = "(none)"
 EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
 POINTS = (500, 1000, 2000, 4000)
@@ -88,6 +94,8 @@ def compare_page() -> None:
         st.stop()
     _apply_events(data)  # outside the fragment: a legend click or a drag reruns the whole page
     settings, side_by_side, eval_metric = controls(data)
+    if side_by_side and settings.group_by:
+        st.caption("Group by applies to the overlay; side by side shows each run.")
     live = any(info.status in ACTIVE_STATUSES for info in chosen)
     ids = tuple(info.id for info in chosen)
     st.fragment(run_every=refresh if live else None)(_charts_body)(store, ids, settings, side_by_side, eval_metric)
@@ -134,19 +142,34 @@ def _set_query(name: str, value: str | list[str]) -> None:
 
 # ----------------------------------------------------------------------------- controls
 def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None]:
-    """The row of controls above the charts; their values come from (and go back to) the URL."""
+    """The two rows of controls above the charts; their values come from (and go back to) the URL."""
     metrics = metric_options(data)
-    _init_from_query(metrics)
-    c1, c2, c3, c4, c5 = st.columns([4, 3, 2, 1.5, 2], vertical_alignment="bottom")  # room for "Log y"
+    keys = group_keys(data)
+    _init_from_query(metrics, keys)
+    c1, c2, c3 = st.columns([5, 3, 3], vertical_alignment="bottom")
     chosen = c1.multiselect("Metrics (one chart each)", metrics, key=K_METRICS)
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
-    smoothing = c3.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
-    log_y = c4.toggle("Log y", key=K_LOG)
-    mode = c5.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
+    mode = c3.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
+    # Toggles get columns wide enough for their whole label ("Log y" once read "Lo…").
+    c4, c5, c6, c7 = st.columns([4, 2, 2, 3], vertical_alignment="bottom")
+    smoothing = c4.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
+    log_y = c5.toggle("Log y", key=K_LOG)
+    shared_y = c6.toggle("Shared y", key=K_SHARED_Y, help="Side by side: one y range per metric for every run.")
+    group = c7.selectbox(
+        "Group by",
+        [NO_GROUP, *keys],
+        key=K_GROUP,
+        help="A config key that differs between the runs: per value, the mean line and the min-max band.",
+    )
+    group_by = None if group in (None, NO_GROUP) else str(group)
     _set_query(Q_METRIC, list(chosen))
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
     _set_query(Q_MODE, mode or "overlay")
+    if group_by:
+        _set_query(Q_GROUP, group_by)
+    elif Q_GROUP in st.query_params:
+        del st.query_params[Q_GROUP]
     with st.expander("Points per chart and eval metric"):
         e1, e2 = st.columns(2)
         points = e1.selectbox(
@@ -180,13 +203,20 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         n_points=int(points or DEFAULT_POINTS),
         x_range=st.session_state.get(K_RANGE),
         hidden=frozenset(st.session_state.get(K_HIDDEN, ())),
+        group_by=group_by,
+        shared_y=bool(shared_y),
     )
     return settings, mode == "side", eval_metric
 
 
-def _init_from_query(metrics: list[str]) -> None:
+def _init_from_query(metrics: list[str], keys: list[str]) -> None:
     """First visit: widget values from the URL (checked), else defaults."""
     state = st.session_state
+    if K_GROUP not in state or state[K_GROUP] not in (NO_GROUP, *keys):
+        wanted = st.query_params.get(Q_GROUP)
+        state[K_GROUP] = wanted if K_GROUP not in state and wanted in keys else NO_GROUP
+    if K_SHARED_Y not in state:
+        state[K_SHARED_Y] = True
     if K_METRICS not in state:
         wanted = [m for m in st.query_params.get_all(Q_METRIC) if m in metrics]
         default = [m for m in ("loss", default_eval_metric(metrics)) if m in metrics]
@@ -231,40 +261,32 @@ def _charts_body(
     range_control(result)
     show_charts(result, data, settings, side_by_side)
     st.subheader("Summary")
-    st.dataframe(
-        result.summary,
-        hide_index=True,
-        width="stretch",
-        column_config=SUMMARY_COLUMNS,
-        key="cmp_summary",
-    )
+    show_summary(result)
 
 
-# Every number whole: st.dataframe's default shows 0.00325 as "0.0032" and 0.000123 as "0.0001".
-_SIGNIFICANT = st.column_config.NumberColumn(format="%.4g")
-_COUNT = st.column_config.NumberColumn(format="localized")  # 1,000,000
-SUMMARY_COLUMNS = {
-    "steps": _COUNT,
-    "duration (s)": st.column_config.NumberColumn(format="%.0f"),
-    "final loss": _SIGNIFICANT,
-    "min loss": _SIGNIFICANT,
-    "min loss step": _COUNT,
-    "best eval value": _SIGNIFICANT,
-    "best eval step": _COUNT,
-    "first non-finite step": _COUNT,
-    "mean throughput": _SIGNIFICANT,
-    "max grad norm": _SIGNIFICANT,
-}
+def show_summary(result: CompareView) -> None:
+    """The summary as text: NaN reads NaN (st.dataframe draws a float NaN as "None"), numbers to 4
+    significant digits, every column as wide as its longest value so run names are not cut."""
+    table = summary_display(result.summary)
+    config = {
+        str(c): st.column_config.TextColumn(str(c), width=text_width([str(v) for v in table[c]], str(c)))
+        for c in table.columns
+    }
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="cmp_summary")
 
 
 def _cached_view(
     data: Sequence[RunData], settings: CompareSettings, side_by_side: bool, eval_metric: str | None
 ) -> CompareView:
     """The view, rebuilt only when a run logged something new or a setting changed."""
-    key = (tuple(run_key(d) for d in data), repr(settings), side_by_side, eval_metric)
+    colors = st.session_state.setdefault(K_COLORS, {})
+    key = (tuple(run_key(d) for d in data), repr(settings), side_by_side, eval_metric, tuple(sorted(colors.items())))
     cache = st.session_state.setdefault(K_CACHE, {})
     if cache.get("key") != key:
-        cache.update(key=key, view=build_view(data, settings, side_by_side, eval_metric))
+        result = build_view(data, settings, side_by_side, eval_metric, colors=colors)
+        colors.update(result.colors)  # sticky: a run keeps its colour when others are added or removed
+        key = (*key[:-1], tuple(sorted(colors.items())))
+        cache.update(key=key, view=result)
     return cache["view"]
 
 
@@ -375,29 +397,37 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
             f"Not drawn: {names} cannot be aligned by {ALIGNMENTS[settings.alignment]} "
             "(no samples count nor batch size, or no timestamps)."
         )
-    if side_by_side:
-        ids = [d.id for d in data if d.id in result.side]
-        for start in range(0, len(ids), SIDE_COLUMNS):
-            row = ids[start : start + SIDE_COLUMNS]
-            for column, run_id in zip(st.columns(len(row)), row, strict=True):
-                run = by_id[run_id]
-                column.markdown(f"**{_shared.md(run.label)}** · {_shared.md(run.status)}")
-                for i, fig in enumerate(result.side[run_id]):
-                    column.plotly_chart(
-                        fig,
-                        key=f"{SIDE_PREFIX}{start + row.index(run_id)}_{i}",
-                        config=_shared.PLOTLY_CONFIG,
-                        theme=None,
-                    )
-        return
     if not settings.metrics:
         st.info("Choose at least one metric above.")
+        return
+    if side_by_side:
+        show_side_by_side(result, data)
         return
     for i, (metric, fig) in enumerate(result.figures.items()):
         if not fig.data:
             st.info(f"None of the picked runs logged `{escape_code(metric)}`.")
             continue
         st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+
+
+def show_side_by_side(result: CompareView, data: Sequence[RunData]) -> None:
+    """Per run a column with its label and one panel per chosen metric; every row has the same number of
+    columns (the last padded), so every panel has the same size."""
+    by_id = {d.id: d for d in data}
+    ids = [d.id for d in data if d.id in result.side]
+    per_row = min(SIDE_COLUMNS, len(ids)) or 1
+    for start in range(0, len(ids), per_row):
+        row = ids[start : start + per_row]
+        for offset, (column, run_id) in enumerate(zip(st.columns(per_row), row, strict=False)):
+            run = by_id[run_id]
+            color = result.colors.get(run_id, "")
+            column.markdown(f":material/show_chart: **{_shared.md(run.label)}** · {_shared.md(run.status)}")
+            if color:
+                column.html(f'<div style="height:4px;background:{color};border-radius:2px"></div>')
+            for i, fig in enumerate(result.side[run_id]):
+                column.plotly_chart(
+                    fig, key=f"{SIDE_PREFIX}{start + offset}_{i}", config=_shared.PLOTLY_CONFIG, theme=None
+                )
 
 
 # ----------------------------------------------------------------------------- diff and downloads
@@ -417,6 +447,7 @@ def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) 
     from monitor_cb.compare import export
 
     all_keys = bool(st.session_state.get(K_ALL_KEYS))
+    colors = dict(st.session_state.get(K_COLORS, {}))
 
     def runs() -> list[RunData]:
         infos = {r.id: r for r in store.list_runs()}
@@ -443,7 +474,7 @@ def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) 
     )
     d3.download_button(
         "HTML report (opens offline)",
-        data=lambda: report_html(runs(), settings, all_keys).encode("utf-8"),
+        data=lambda: report_html(runs(), settings, all_keys, colors).encode("utf-8"),
         file_name=f"compare-{stamp}.html",
         mime="text/html",
         on_click="ignore",

@@ -1,18 +1,63 @@
-"""The runs page: every run under the log root in one table (status, steps, last update, problems)."""
+"""The runs page: every run under the log root in one table, filtered, sorted, grouped; pick runs to compare.
+
+Flow: ``controls()`` -> :func:`monitor_cb.compare.runs_view.runs_view` (statistics filled within a
+time budget from one ``StatsCache`` per store; the page renders again while some are missing) ->
+the table (rows selectable; "Open in Compare" goes to ``/compare?runs=a&runs=b``), the groups of a
+config key, and the Sweeps tab (parallel coordinates and a scatter over the filtered runs).
+
+All run text (names, reasons, config values, the filter's error) is shown as plain text: table
+cells are never Markdown, and everything else goes through ``_shared.md``.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-import pandas as pd
 import streamlit as st
 
 from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.runlist import filter_runs, format_age
+from monitor_cb.charts.sweeps import MAX_RUNS, parallel_coordinates_figure, sweep_scatter_figure
+from monitor_cb.compare.colors import run_colors
+from monitor_cb.compare.runs_table import STATS, group_table
+from monitor_cb.compare.runs_view import (
+    MAX_COMPARE,
+    RunsQuery,
+    RunsView,
+    column_widths,
+    compare_query,
+    default_sweep_keys,
+    page_table,
+    picked_ids,
+    runs_view,
+    sweep_columns,
+)
+from monitor_cb.compare.runstats import StatsCache, store_loader
+from monitor_cb.compare.summary import lower_is_better
+from monitor_cb.compare.summary_view import summary_display
 from pages import _shared
 from pages._demo import show_empty_root
+
+K_TEXT, K_EXPR, K_SORT, K_DESC, K_GROUP, K_ALL, K_STATS = (
+    "runs_filter",
+    "runs_expr",
+    "runs_sort",
+    "runs_desc",
+    "runs_group",
+    "runs_all_config",
+    "runs_stats",
+)
+K_TABLE = "runs_table"
+NO_SORT, NO_GROUP = "(newest first)", "(none)"
+COMPARE_COLORS = "cmp_colors"  # the compare page's sticky colours: a run compared before keeps its colour
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _stats_cache(root: str, _store: Any) -> StatsCache:
+    """One StatsCache per log root (and store) and server process."""
+    return StatsCache(store_loader(_store))
 
 
 def runs_page() -> None:
@@ -25,32 +70,155 @@ def runs_page() -> None:
         show_empty_root(root, store)
         st.stop()
     st.title("Runs")
-    text = st.text_input("Filter runs", key="runs_filter", placeholder="name, status…")
-    st.dataframe(
-        runs_table(filter_runs(runs, text), time.time()),
+    query = controls()
+    cache = _stats_cache(str(root), store)
+    computed = cache.computed
+    now = time.time()
+    result = runs_view(runs, cache, now, query)
+    if result.error:
+        st.error(f"Filter expression: {_shared.md(result.error)}", icon=":material/error:")
+    sort_controls(result)
+    note = f"{len(result.shown.frame)} of {len(result.table.frame)} runs"
+    if result.left:
+        note += f" · statistics of {result.left:,} runs still being read"
+    st.caption(note)
+    table_tab, sweeps_tab = st.tabs(["Table", "Sweeps"])
+    with table_tab:
+        picked = show_table(result, now)
+        open_in_compare(picked, st.session_state.get(K_GROUP))
+        show_details(result, picked)
+        show_groups(result)
+    with sweeps_tab:
+        show_sweeps(result)
+    if result.left and cache.computed > computed:
+        st.rerun()  # the rest of the statistics, within the next render's budget
+
+
+# ----------------------------------------------------------------------------- controls
+def controls() -> RunsQuery:
+    """Text filter, expression filter, statistics and the all-keys switch (sort and group come after
+    the table is known: their choices are its columns)."""
+    c1, c2 = st.columns([2, 3])
+    text = c1.text_input("Filter runs", key=K_TEXT, placeholder="name, status, config value… or run0*")
+    expression = c2.text_input(
+        "Filter expression",
+        key=K_EXPR,
+        placeholder='lr < 1e-3 and status == "finished"',
+        help="Columns and config keys by name (`loss.best`, `optim.lr`; others in backticks), "
+        "comparisons, `in`, `and`/`or`/`not`. A run without the value is left out.",
+    )
+    c3, c4 = st.columns([3, 1], vertical_alignment="bottom")
+    stats = c3.multiselect("Statistics per metric", list(STATS), default=["last", "best"], key=K_STATS)
+    all_config = c4.toggle("All config keys", key=K_ALL, help="Every config key, not only those that differ.")
+    sort = st.session_state.get(K_SORT)
+    return RunsQuery(
+        text=text or "",
+        expression=expression or "",
+        sort=None if sort in (None, NO_SORT) else str(sort),
+        descending=bool(st.session_state.get(K_DESC)),
+        all_config=bool(all_config),
+        stats=tuple(stats) or ("last",),
+    )
+
+
+def sort_controls(result: RunsView) -> None:
+    """Sort column and direction, and the group-by key; a choice no longer in the table is reset."""
+    columns = [c for c in result.table.frame.columns if c != "id"]
+    keys = ["status", *result.table.config_columns]
+    if st.session_state.get(K_SORT) not in (NO_SORT, *columns):
+        st.session_state[K_SORT] = NO_SORT
+    if st.session_state.get(K_GROUP) not in (NO_GROUP, *keys):
+        st.session_state[K_GROUP] = NO_GROUP
+    c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
+    c1.selectbox("Sort by", [NO_SORT, *columns], key=K_SORT)
+    c2.toggle("Descending", key=K_DESC)
+    c3.selectbox("Group by", [NO_GROUP, *keys], key=K_GROUP, help="Mean, min and max of each metric per value.")
+
+
+# ----------------------------------------------------------------------------- table
+def show_table(result: RunsView, now: float) -> list[str]:
+    """The runs, one selectable row each; returns the ids of the selected rows."""
+    frame = page_table(result, now)
+    frame.insert(0, "open", [f"./?{urlencode({_shared.QUERY_RUN: rid})}" for rid in result.shown.ids])
+    widths = column_widths(frame)
+    config: dict[str, Any] = {
+        c: st.column_config.TextColumn(c, width=widths[c]) for c in frame.columns if c not in ("open",)
+    }
+    config["open"] = st.column_config.LinkColumn("open", display_text="live view", width=80)
+    event = st.dataframe(
+        frame,
         hide_index=True,
         width="stretch",
-        column_config={
-            "open": st.column_config.LinkColumn("open", display_text="live view"),
-            "last step": st.column_config.NumberColumn(format="localized"),  # 1,000,000
-            "records": st.column_config.NumberColumn(format="localized"),
-            "corrupt lines": st.column_config.NumberColumn(format="localized"),
-        },
+        column_config=config,
+        on_select="rerun",
+        selection_mode="multi-row",
+        key=K_TABLE,
     )
+    rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
+    return picked_ids(result, rows)
 
 
-def runs_table(runs: list[Any], now: float) -> pd.DataFrame:
-    """One row per run; st.dataframe shows the cells as plain text, ``open`` links to the live page."""
-    return pd.DataFrame(
-        {
-            "open": [f"./?{urlencode({_shared.QUERY_RUN: r.id})}" for r in runs],
-            "run": [r.id for r in runs],
-            "status": [r.status for r in runs],
-            "last step": [r.last_step for r in runs],
-            "records": [r.n_records for r in runs],
-            "ranks": [len(r.ranks or ()) for r in runs],
-            "last update": [format_age(now - r.last_write) + " ago" for r in runs],
-            "corrupt lines": [r.bad_lines for r in runs],
-            "reason": [r.reason or "" for r in runs],
-        }
-    )
+def open_in_compare(picked: Sequence[str], group: Any) -> None:
+    """The button that opens the selected runs on the compare page (grouped by the chosen key)."""
+    from pages.compare_page import compare_page
+
+    group_by = None if group in (None, NO_GROUP, "status") else str(group)
+    label = f"Open {len(picked)} selected in Compare" if picked else "Select rows to compare"
+    c1, c2 = st.columns([1, 3], vertical_alignment="center")
+    clicked = c1.button(label, key="runs_open_compare", disabled=not picked, icon=":material/stacked_line_chart:")
+    if len(picked) > MAX_COMPARE:
+        c2.caption(f"The first {MAX_COMPARE} selected runs are compared.")
+    if clicked and picked:
+        for key in ("cmp_runs", "cmp_group"):  # the compare page takes its runs from the URL
+            st.session_state.pop(key, None)
+        page = st.Page(compare_page, title="Compare", url_path="compare")
+        st.switch_page(page, query_params=compare_query(picked, group_by))
+
+
+def show_details(result: RunsView, picked: Sequence[str]) -> None:
+    """The selected runs' names and reasons in full (a table cell may be narrower than a long reason)."""
+    if not picked:
+        return
+    rows = {str(r["id"]): r for r in result.shown.rows}
+    lines = []
+    for rid in picked[:50]:
+        row = rows.get(rid, {})
+        reason = str(row.get("reason") or "")
+        line = f"- **{_shared.md(row.get('name', rid))}** · {_shared.md(row.get('status', ''))}"
+        lines.append(line + (f" · {_shared.md(reason)}" if reason else ""))
+    st.markdown("\n".join(lines))
+
+
+def show_groups(result: RunsView) -> None:
+    key = st.session_state.get(K_GROUP)
+    if key in (None, NO_GROUP) or not len(result.shown.frame):
+        return
+    st.subheader(f"Groups by {key}", anchor=False)
+    table = summary_display(group_table(result.shown, str(key)))
+    st.dataframe(table, hide_index=True, width="stretch", key="runs_groups")
+
+
+# ----------------------------------------------------------------------------- sweeps
+def show_sweeps(result: RunsView) -> None:
+    """Parallel coordinates (config keys -> a metric) and one key against the metric, over the filtered runs."""
+    keys, metrics = sweep_columns(result.shown)
+    if not len(result.shown.frame) or not keys or not metrics:
+        st.info("Sweep views need runs whose configs differ and a logged metric (loss or eval_*).")
+        return
+    if len(result.shown.frame) > MAX_RUNS:
+        st.caption(f"The first {MAX_RUNS} of {len(result.shown.frame)} runs (filter or sort to choose).")
+    c1, c2 = st.columns([3, 2])
+    dims = c1.multiselect("Config keys (axes)", keys, default=default_sweep_keys(result.shown), key="runs_sweep_keys")
+    metric = c2.selectbox("Metric", metrics, key="runs_sweep_metric")
+    if not dims or metric is None:
+        st.info("Choose at least one config key.")
+        return
+    name = str(metric).rsplit(".", 1)[0]
+    lower = lower_is_better(name)
+    fig = parallel_coordinates_figure(result.shown.frame, dims, metric, lower_is_better=lower)
+    st.plotly_chart(fig, key="runs_parcoords", config=_shared.PLOTLY_CONFIG, theme=None)
+    x = st.selectbox("Scatter: config key", dims, key="runs_sweep_x")
+    ids = result.shown.ids[:MAX_RUNS]
+    colors = run_colors(ids, previous=st.session_state.get(COMPARE_COLORS))
+    scatter = sweep_scatter_figure(result.shown.frame, str(x), str(metric), colors=colors)
+    st.plotly_chart(scatter, key="runs_scatter", config=_shared.PLOTLY_CONFIG, theme=None)

@@ -14,7 +14,7 @@ panels = side_by_side_figures(run, aligned.x[run.id], "step", settings.chart_opt
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,15 +52,18 @@ def overlay_figures(
     metrics: Sequence[str],
     options: ChartOptions,
     hidden: Collection[str] = frozenset(),
+    colors: Mapping[str, str] | None = None,
 ) -> dict[str, go.Figure]:
     """One figure per metric (metric -> figure), every run on one x grid.
 
     ``aligned`` is :func:`~monitor_cb.compare.align.align_runs` of ``runs``; ``options.n_out`` is the
     number of grid points per chart (each bin keeps its lowest and highest value), ``options.x_range``
-    a zoom in the alignment's units; ``hidden`` the run ids whose traces start hidden (legend only).
+    a zoom in the alignment's units; ``hidden`` the run ids whose traces start hidden (legend only);
+    ``colors`` the colours a view gave before (run id -> colour; kept, see
+    :func:`~monitor_cb.compare.colors.run_colors`).
     """
     options = replace(options, height=options.height or OVERLAY_HEIGHT)
-    colors = run_colors([r.id for r in runs])
+    colors = run_colors([r.id for r in runs], previous=colors)
     numeric = {run_id: a.numeric() for run_id, a in aligned.x.items()}
     lo_hi = numeric_range(options.x_range)
     span = [_clip(x, lo_hi) for x in numeric.values()]
@@ -114,6 +117,12 @@ class _Curve:
     steps: np.ndarray
     # NaN/±inf logged on the other ranks of a multi-rank run: (x, numeric x, step, rank, value)
     others: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def run_curve(run: RunData, metric: str, aligned: Aligned) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(numeric x, y)`` of the run's logged rows of ``metric`` (lowest rank, sorted by x); None when none."""
+    curve = _curve(run, metric, aligned, aligned.numeric())
+    return None if curve is None else (curve.xn, curve.y)
 
 
 def _curve(run: RunData, metric: str, aligned: Aligned, xn: np.ndarray) -> _Curve | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,10 +19,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from monitor_cb.charts.bands import group_figures
 from monitor_cb.charts.options import ChartOptions
-from monitor_cb.charts.overlay import overlay_figures, side_by_side_figures
+from monitor_cb.charts.overlay import overlay_figures
+from monitor_cb.charts.side import side_figures
 from monitor_cb.compare.align import Alignment, align_runs
+from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.configdiff import config_diff, run_config
+from monitor_cb.compare.grouping import group_label, group_runs
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.summary import summary_table
 
@@ -40,6 +44,8 @@ class CompareSettings:
     n_points: int = DEFAULT_POINTS
     x_range: tuple[Any, Any] | None = None  # in the alignment's units (datetimes for wall time)
     hidden: frozenset[str] = frozenset()  # run ids the user hid with a legend click
+    group_by: str | None = None  # a config key: one mean line and min-max band per value (overlay)
+    shared_y: bool = True  # side by side: one y range per metric across the runs
 
     def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
         """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
@@ -78,10 +84,11 @@ class CompareView:
     """Everything one refresh of the compare page shows."""
 
     figures: dict[str, go.Figure]  # overlay: metric -> figure
-    side: dict[str, list[go.Figure]]  # side by side: run id -> its panels
+    side: dict[str, list[go.Figure]]  # side by side: run id -> one panel per chosen metric
     aligned: Alignment
     summary: pd.DataFrame
     x_bounds: tuple[Any, Any] | None = None
+    colors: dict[str, str] = field(default_factory=dict)  # run id (and group label) -> colour
     key: tuple[Any, ...] = field(default=(), compare=False)
 
 
@@ -110,20 +117,37 @@ def build_view(
     side_by_side: bool = False,
     eval_metric: str | None = None,
     now: float | None = None,
+    colors: Mapping[str, str] | None = None,
 ) -> CompareView:
-    """The figures (overlay, or each run's panels side by side) and the summary table."""
+    """The figures (overlay, grouped bands, or each run's panels side by side) and the summary table.
+
+    ``colors`` are the colours the view gave before (run id or group label -> colour): every run
+    (and group) keeps its colour; the ones given now are in ``CompareView.colors``.
+    """
     now = time.time() if now is None else now
     options = settings.chart_options(uirevision=f"{settings.alignment}|{','.join(r.id for r in runs)}")
     aligned = align_runs(runs, settings.alignment)
+    bounds = x_bounds(aligned)
+    groups = _groups(runs, settings.group_by)
+    given = run_colors([r.id for r in runs] + list(groups), previous=colors)
     side: dict[str, list[go.Figure]] = {}
     figures: dict[str, go.Figure] = {}
     if side_by_side:
-        for run in runs:
-            if run.id in aligned.x:
-                side[run.id] = side_by_side_figures(run, aligned.x[run.id], settings.alignment, options)
+        side = side_figures(
+            runs, aligned, settings.metrics, options, colors=given, shared_y=settings.shared_y, x_bounds=bounds
+        )
+    elif groups:
+        figures = group_figures(runs, aligned, settings.metrics, options, groups, given)
     else:
-        figures = overlay_figures(runs, aligned, settings.metrics, options, settings.hidden)
-    return CompareView(figures, side, aligned, summary_table(runs, eval_metric, now), x_bounds(aligned))
+        figures = overlay_figures(runs, aligned, settings.metrics, options, settings.hidden, colors=given)
+    return CompareView(figures, side, aligned, summary_table(runs, eval_metric, now), bounds, given)
+
+
+def _groups(runs: Sequence[RunData], key: str | None) -> dict[str, tuple[str, ...]]:
+    """Legend label -> run ids, for a group-by key (empty without one)."""
+    if not key:
+        return {}
+    return {group_label(key, value, len(ids)): ids for value, ids in group_runs(runs, key).items()}
 
 
 def diff_table(runs: Sequence[RunData], all_keys: bool = False) -> pd.DataFrame:
@@ -131,15 +155,23 @@ def diff_table(runs: Sequence[RunData], all_keys: bool = False) -> pd.DataFrame:
     return config_diff({r.id: run_config(r.meta) for r in runs}, [r.label for r in runs], all_keys)
 
 
-def report_html(runs: Sequence[RunData], settings: CompareSettings, all_keys: bool = False) -> str:
-    """The self-contained HTML report of this comparison (overlay charts, summary, config diff)."""
+def report_html(
+    runs: Sequence[RunData],
+    settings: CompareSettings,
+    all_keys: bool = False,
+    colors: Mapping[str, str] | None = None,
+) -> str:
+    """The self-contained HTML report of this comparison (overlay charts, summary, config diff), in the
+    page's colours (``colors``, as :func:`build_view` takes them)."""
     from monitor_cb.dashboard.report import build_report
 
-    view = build_view(runs, settings, side_by_side=False)
+    view = build_view(runs, settings, side_by_side=False, colors=colors)
     notes = [
         f"Runs: {', '.join(r.label for r in runs)}",
         f"Aligned by {settings.alignment}; smoothing {settings.smoothing:g}; log y: {settings.log_y}.",
     ]
+    if settings.group_by:
+        notes.append(f"Grouped by {settings.group_by}: per value the mean line and the min-max band of its runs.")
     if view.aligned.skipped:
         notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {', '.join(view.aligned.skipped)}")
     title = f"Comparison of {len(runs)} runs"

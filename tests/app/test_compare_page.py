@@ -88,7 +88,8 @@ def test_side_by_side_panels_with_a_linked_range(samples: Path) -> None:
     at = run_app({"runs": list(RUNS[:2]), "mode": "side"})
     assert_ok(at)
     figs = charts(at)
-    assert len(figs) == 2 * 3, "per run: loss/lr, throughput/grad norm, eval"
+    titles = [f["layout"]["title"]["text"] for f in figs]
+    assert titles == ["loss", "eval_loss"] * 2, "per run one panel per chosen metric, in order"
     slider = at.slider(key="cmp_range_slider_step")
     slider.set_value((50, 120)).run()
     assert_ok(at)
@@ -97,33 +98,39 @@ def test_side_by_side_panels_with_a_linked_range(samples: Path) -> None:
     assert "run01" in texts(at) and "run02" in texts(at)
 
 
+def number(text: str) -> float:
+    """A summary cell (text) as a number: "1,234" -> 1234.0, "NaN" -> nan."""
+    return float(text.replace(",", ""))
+
+
 def test_summary_is_nan_aware(samples: Path) -> None:
     at = run_app({"runs": [RUNS[1], RUNS[0]]})
     assert_ok(at)
     table = at.dataframe[0].value.set_index("run")
     diverged = table.loc[RUNS[1]]
     assert diverged["status"] == "stopped"
-    assert diverged["first non-finite step"] > 0
-    assert diverged["min loss"] == diverged["min loss"], "a NaN loss must not make the minimum NaN"
-    assert diverged["min loss step"] < diverged["first non-finite step"]
+    assert number(diverged["first non-finite step"]) > 0
+    assert diverged["final loss"] == "NaN", "a NaN final loss reads NaN, not None"
+    assert diverged["min loss"] not in ("NaN", ""), "a NaN loss must not make the minimum NaN"
+    assert number(diverged["min loss step"]) < number(diverged["first non-finite step"])
     assert table.loc[RUNS[0], "best eval"] == "eval_loss"
+    assert table.loc[RUNS[0], "first non-finite step"] == "", "no such step: empty, not None"
 
 
-def test_summary_numbers_are_shown_whole(samples: Path) -> None:
-    """st.dataframe's default shows 0.00325 as "0.0032" and 0.000123 as "0.0001": every number column
-    gets a format that keeps 4 significant digits (values) or every digit with separators (steps)."""
+def test_summary_numbers_are_shown_whole_and_names_uncut(samples: Path) -> None:
+    """Every number to 4 significant digits (st.dataframe's default shows 0.00325 as "0.0032"), steps
+    with every digit and separators; each column is as wide as its longest text (full run names)."""
     at = run_app({"runs": [RUNS[1], RUNS[0]]})
     assert_ok(at)
     table = at.dataframe[0].value
-    formats = {
-        name: c.get("type_config", {}).get("format") for name, c in json.loads(at.dataframe[0].proto.columns).items()
-    }
-    for column in table.columns:
-        if column in ("run", "status", "best eval"):
-            continue
-        assert formats.get(column) in ("%.4g", "localized", "%.0f"), (column, formats.get(column))
-    assert formats["steps"] == formats["first non-finite step"] == "localized"
-    assert formats["final loss"] == formats["best eval value"] == "%.4g"
+    for column in ("final loss", "min loss", "best eval value", "mean throughput", "max grad norm"):
+        for cell in table[column]:
+            assert cell == "NaN" or len(cell.lstrip("-").replace(".", "").lstrip("0").split("e")[0]) <= 4, cell
+    assert all("," in c or len(c) <= 3 for c in table["steps"]), list(table["steps"])
+    columns = json.loads(at.dataframe[0].proto.columns)
+    width = columns["run"]["width"]
+    assert width >= 8 * max(len(r) for r in RUNS), ("the run column fits the longest name", width)
+    assert list(table["run"]) == [RUNS[1], RUNS[0]], "names are whole"
 
 
 def test_config_diff_and_all_keys_toggle(samples: Path) -> None:

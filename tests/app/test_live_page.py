@@ -285,10 +285,10 @@ def test_runs_page(one_run: Path) -> None:
     at = AppTest.from_function(_runs_app, default_timeout=TIMEOUT).run()
     assert_ok(at)
     table = at.dataframe[0].value
-    assert list(table["run"]) == ["exp"] and int(table["last step"].iloc[0]) == 300
+    assert list(table["id"]) == ["exp"] and table["steps"].iloc[0] == "300"
     assert table["open"].iloc[0] == "./?run=exp"  # the default page lives at the root
     columns = json.loads(at.dataframe[0].proto.columns)
-    assert columns["last step"]["type_config"]["format"] == "localized"  # 1,000,000, not 1000000
+    assert columns["open"]["type_config"]["display_text"] == "live view"
 
 
 # ----------------------------------------------------------------------------- diagnosis on the live page

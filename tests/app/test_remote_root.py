@@ -65,7 +65,7 @@ def test_runs_page_lists_statuses_from_the_bucket(bucket_root: str) -> None:
     at = AppTest.from_function(_runs_app, default_timeout=60).run()
     assert_ok(at)
     table = at.dataframe[0].value
-    by_run = dict(zip(table["run"], table["status"], strict=True))
+    by_run = dict(zip(table["id"], table["status"], strict=True))
     assert set(by_run) == {"exp1", "exp2"} and "failed" in by_run["exp2"] and "finished" in by_run["exp1"]
     assert "RuntimeError: device lost" in set(table["reason"])
 

@@ -1,0 +1,129 @@
+"""What one render of the runs page computes, without Streamlit (the benchmark times :func:`runs_view`).
+
+The page reads its widgets into a :class:`RunsQuery`, calls :func:`runs_view` and shows the result:
+statistics are filled within a time budget (:meth:`StatsCache.fill`; the rest show config-only rows
+and the page renders again while ``left > 0``), then the table is built, filtered by text and by
+expression, and sorted. A bad expression never loses the table: the text-filtered rows stay and
+``error`` says what is wrong (the page shows it as plain text).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from monitor_cb.compare.runexpr import ExprError
+from monitor_cb.compare.runs_table import (
+    DEFAULT_STATS,
+    RunsTable,
+    TableOptions,
+    build_table,
+    display_table,
+    filter_expr,
+    filter_text,
+    sort_table,
+)
+from monitor_cb.compare.runstats import StatsCache
+from monitor_cb.compare.summary_view import text_width
+
+BUDGET_S = 0.5  # statistics computed per render; the page renders again for the rest
+MAX_COMPARE = 24  # runs "Open in Compare" takes (one distinct colour each)
+# Columns the page hides: ``id`` (the name column, or the link, says it) and internals.
+HIDDEN_COLUMNS = ("updated",)
+WIDE_TEXT = ("name", "id", "reason")
+
+
+@dataclass(frozen=True)
+class RunsQuery:
+    """What the runs page's controls decided."""
+
+    text: str = ""
+    expression: str = ""
+    sort: str | None = None  # a column; None keeps the store's order (newest first)
+    descending: bool = False
+    all_config: bool = False
+    stats: tuple[str, ...] = DEFAULT_STATS
+
+
+@dataclass(frozen=True)
+class RunsView:
+    """One render: every run's row (``table``), the rows shown (``shown``), an expression error, runs left."""
+
+    table: RunsTable
+    shown: RunsTable
+    error: str | None
+    left: int  # runs whose statistics are not computed yet
+
+
+def runs_view(
+    infos: Sequence[Any],
+    cache: StatsCache,
+    now: float,
+    query: RunsQuery,
+    budget_s: float = BUDGET_S,
+    clock: Callable[[], float] = time.perf_counter,
+) -> RunsView:
+    """Fill statistics within ``budget_s``, build the table, filter it and sort it."""
+    cache.prune(info.id for info in infos)
+    left = cache.fill(infos, budget_s, clock)
+    table = build_table(infos, cache.cached, now, TableOptions(stats=query.stats, all_config=query.all_config))
+    shown = filter_text(table, query.text)
+    error = None
+    try:
+        shown = filter_expr(shown, query.expression)
+    except ExprError as exc:
+        error = str(exc)
+    if query.sort and query.sort in shown.frame.columns:
+        shown = sort_table(shown, query.sort, query.descending)
+    return RunsView(table, shown, error, left)
+
+
+def page_table(view: RunsView, now: float) -> pd.DataFrame:
+    """The shown rows as text (:func:`~monitor_cb.compare.runs_table.display_table`) without hidden columns;
+    ``name`` only where some run's name differs from its id."""
+    frame = display_table(view.shown, now)
+    drop = [c for c in HIDDEN_COLUMNS if c in frame.columns]
+    if "name" in frame.columns and list(view.shown.frame["name"]) == list(view.shown.frame["id"]):
+        drop.append("name")
+    return frame.drop(columns=drop)
+
+
+def column_widths(frame: pd.DataFrame) -> dict[str, int]:
+    """Pixels per text column so names, reasons and config values show uncut (long reasons up to 640 px;
+    the selected runs' details below the table show everything)."""
+    return {str(c): text_width([str(v) for v in frame[c]], str(c)) for c in frame.columns}
+
+
+def picked_ids(view: RunsView, rows: Sequence[int]) -> list[str]:
+    """Run ids of the selected row positions of the shown table (positions out of range ignored)."""
+    ids = view.shown.ids
+    return [ids[i] for i in dict.fromkeys(rows) if isinstance(i, int) and 0 <= i < len(ids)]
+
+
+def compare_query(ids: Sequence[str], group_by: str | None = None) -> dict[str, list[str] | str]:
+    """The compare page's query for these runs (``?runs=a&runs=b``, ``&group=key``), at most :data:`MAX_COMPARE`."""
+    query: dict[str, list[str] | str] = {"runs": list(dict.fromkeys(ids))[:MAX_COMPARE]}
+    if group_by:
+        query["group"] = group_by
+    return query
+
+
+def sweep_columns(table: RunsTable) -> tuple[list[str], list[str]]:
+    """``(config columns, metric columns)`` a sweep view can draw: the config keys that differ, the metrics."""
+    return list(table.config_columns), list(table.metric_columns)
+
+
+def default_sweep_keys(table: RunsTable, n: int = 6) -> list[str]:
+    """The config columns a sweep view starts with: up to ``n`` numeric ones, else the first ``n``."""
+    keys = list(table.config_columns)
+    numeric = [k for k in keys if _numeric(table.frame[k])]
+    return numeric[:n] or keys[:n]
+
+
+def _numeric(column: pd.Series) -> bool:
+    values = [v for v in column if v is not None]
+    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
