@@ -17,7 +17,8 @@ else are refused with a message that names the construct and its column.
 A value a run does not have (a config key it lacks) makes a comparison *unknown*, and so does
 comparing a number with a non-numeric string; ``and``/``or``/``not`` use three-valued logic
 (as SQL does with NULL) and a run is kept only when the whole expression is true. ``x == nan``
-is true when ``x`` is NaN (unlike IEEE), so ``loss.last == nan`` finds runs that ended in NaN.
+is true when ``x`` is NaN (unlike IEEE), so ``loss.last == nan`` finds runs that ended in NaN; a config
+value NaN, which the log format stores as the text ``"NaN"``, counts as NaN too.
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ def _contains(container: Any, item: Any) -> bool | None:
 
 
 def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
+    """A float NaN, or the text ``"NaN"`` that the log format writes for one (configs keep it as text)."""
+    return (isinstance(value, float) and math.isnan(value)) or value == "NaN"
 
 
 class _Compiler:

@@ -116,3 +116,11 @@ def test_the_filter_never_evaluates_user_text(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(builtins, "exec", refuse)
     assert matching('lr < 1e-3 and status == "finished"') == ["a"]
+
+
+def test_a_config_nan_stored_as_text_is_nan() -> None:
+    """The log format writes a NaN as the text "NaN"; a config keeps it so, and ``== nan`` must find it."""
+    keep = compile_filter("wd == nan", ["wd"])
+    assert keep({"wd": "NaN"}) and keep({"wd": math.nan})
+    assert not keep({"wd": 0.1}) and not keep({"wd": "nan-ish"})
+    assert compile_filter("wd != nan", ["wd"])({"wd": 0.1}) and not compile_filter("wd != nan", ["wd"])({"wd": "NaN"})

@@ -1,0 +1,200 @@
+"""AppTests of the runs page: the table's columns, filters (text and expression), sort, group-by, the
+sweep views, picking rows and opening them in Compare, and hostile names, expressions and configs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from monitor_cb.writer import MetricsWriter
+from tests.app.helpers import assert_ok, charts, run_entry
+
+ENTRY = str(Path(__file__).with_name("runs_app.py"))
+HOSTILE = "**bold** [link](http://x) <b>tag</b> `code`"
+
+
+def write(
+    root: Path,
+    name: str,
+    config: dict[str, Any],
+    *,
+    steps: int = 60,
+    nan_at: int | None = None,
+    close: str = "finished",
+    reason: str | None = None,
+    run_name: str | None = None,
+) -> None:
+    """A run with ``config`` (hyperparameters) and a loss falling with the config's lr."""
+    writer = MetricsWriter(root / name, rank=0, world_size=1, fsync_interval=0, config=config, run_name=run_name)
+    lr = float(config.get("lr", 1e-3)) if isinstance(config.get("lr"), (int, float)) else 1e-3
+    t0 = 1_700_000_000.0
+    for step in range(1, steps + 1):
+        loss = math.nan if nan_at is not None and step >= nan_at else 2.0 * math.exp(-step * lr * 20) + 0.1
+        writer.log_at(t0 + step, step=step, loss=loss, lr=lr)
+        if step % 20 == 0:
+            writer.log_at(t0 + step + 0.5, step=step, eval_loss=loss * 1.1)
+    writer.flush()
+    writer.close(close, reason) if reason else writer.close(close)
+
+
+@pytest.fixture
+def sweep(log_root: Path) -> Path:
+    for i, lr in enumerate((1e-4, 3e-4, 1e-3, 3e-3)):
+        for seed in (0, 1):
+            write(log_root, f"lr{lr:g}-s{seed}", {"lr": lr, "seed": seed, "optimizer": "adam"})
+    write(
+        log_root,
+        "diverged",
+        {"lr": 1e-2, "seed": 0, "optimizer": "adam"},
+        nan_at=30,
+        close="failed",
+        reason="loss is NaN at step 30",
+    )
+    return log_root
+
+
+def run_app(query: dict[str, Any] | None = None) -> AppTest:
+    return run_entry(ENTRY, query)
+
+
+def table(at: AppTest) -> Any:
+    return at.dataframe(key="runs_table").value
+
+
+def test_the_table_has_status_steps_duration_metrics_and_differing_config(sweep: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    frame = table(at)
+    assert len(frame) == 9
+    for column in ("id", "status", "steps", "duration_s", "loss.last", "loss.best", "eval_loss.last", "lr", "seed"):
+        assert column in frame.columns, (column, list(frame.columns))
+    assert "optimizer" not in frame.columns, "equal in every run: shown only on demand"
+    row = frame.set_index("id").loc["diverged"]
+    assert row["status"] == "failed" and row["loss.last"] == "NaN" and row["loss.best"] not in ("", "NaN")
+    assert row["reason"] == "loss is NaN at step 30"
+    assert frame.set_index("id").loc["lr0.001-s0", "steps"] == "60"
+    at.toggle(key="runs_all_config").set_value(True).run()
+    assert_ok(at)
+    assert "optimizer" in table(at).columns
+
+
+def test_text_and_expression_filters(sweep: Path) -> None:
+    at = run_app()
+    at.text_input(key="runs_expr").set_value('lr < 1e-3 and status == "finished"').run()
+    assert_ok(at)
+    assert sorted(table(at)["id"]) == ["lr0.0001-s0", "lr0.0001-s1", "lr0.0003-s0", "lr0.0003-s1"]
+    at.text_input(key="runs_filter").set_value("s1").run()
+    assert sorted(table(at)["id"]) == ["lr0.0001-s1", "lr0.0003-s1"]
+    assert any("2 of 9 runs" in str(c.value) for c in at.caption)
+
+
+def test_a_bad_expression_is_an_escaped_error_and_loses_no_rows(sweep: Path) -> None:
+    at = run_app()
+    at.text_input(key="runs_expr").set_value("__import__('os').system('x') or **bold** [a](http://e)").run()
+    assert_ok(at)
+    errors = [str(e.value) for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("Filter expression:"), errors
+    assert "[a](http" not in errors[0] and "**bold**" not in errors[0], "shown escaped, never as Markdown"
+    assert len(table(at)) == 9, "the table stays, unfiltered by the bad expression"
+    at.text_input(key="runs_expr").set_value("lrr < 1").run()
+    assert "did you mean lr" in str(at.error[0].value)
+
+
+def test_sort_by_a_metric_descending(sweep: Path) -> None:
+    at = run_app()
+    at.selectbox(key="runs_sort").set_value("loss.best").run()
+    at.toggle(key="runs_desc").set_value(True).run()
+    assert_ok(at)
+    ids = list(table(at)["id"])
+    best = [float(v) for v in table(at)["loss.best"]]
+    assert best == sorted(best, reverse=True), ids
+    assert ids[-1] == "diverged" or best[-1] <= best[0]
+
+
+def test_group_by_a_config_key(sweep: Path) -> None:
+    at = run_app()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    assert_ok(at)
+    groups = at.dataframe[1].value  # (a non-selectable table has no key for AppTest)
+    sizes = dict(zip(groups["lr"], groups["runs"], strict=True))
+    assert sizes == {"0.0001": "2", "0.0003": "2", "0.001": "2", "0.003": "2", "0.01": "1"}
+    assert "loss.last mean" in groups.columns and groups.set_index("lr").loc["0.01", "loss.last mean"] == "NaN"
+
+
+def test_sweep_views_over_the_filtered_runs(sweep: Path) -> None:
+    at = run_app()
+    at.text_input(key="runs_expr").set_value('status == "finished"').run()
+    assert_ok(at)
+    figs = {f["data"][0]["type"]: f for f in charts(at)}
+    parcoords = figs["parcoords"]["data"][0]
+    assert [d["label"] for d in parcoords["dimensions"]][-1].startswith("loss.last")
+    assert len(parcoords["dimensions"][0]["values"]) == 8, "one line per filtered run"
+    scatter = figs["scatter"]["data"][0]
+    assert len(scatter["x"]) == 8 and len(set(scatter["marker"]["color"])) == 8, "a distinct colour per run"
+
+
+def test_select_rows_and_open_them_in_compare(sweep: Path) -> None:
+    at = run_app()
+    assert at.button(key="runs_open_compare").disabled
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 2], "columns": [], "cells": []}}
+    at.run()
+    assert_ok(at)
+    ids = list(table(at)["id"])
+    picked = [ids[0], ids[2]]
+    assert not at.button(key="runs_open_compare").disabled
+    assert "Open 2 selected in Compare" in at.button(key="runs_open_compare").label
+    at.button(key="runs_open_compare").click().run()
+    assert_ok(at)
+    assert at.query_params["runs"] == picked
+    assert at.sidebar.multiselect(key="cmp_runs").value == picked, "the compare page shows the picked runs"
+    assert charts(at), "and draws them"
+
+
+def test_open_in_compare_grouped(sweep: Path) -> None:
+    at = run_app()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1, 2, 3], "columns": [], "cells": []}}
+    at.run()
+    at.button(key="runs_open_compare").click().run()
+    assert_ok(at)
+    assert at.selectbox(key="cmp_group").value == "lr"
+    names = [t.get("name", "") for f in charts(at) for t in f["data"] if t.get("name")]
+    assert any(n.startswith("lr=") and "runs)" in n for n in names), names
+
+
+def test_hostile_run_name_and_reason_are_plain_text(log_root: Path) -> None:
+    write(log_root, "evil", {"lr": 1e-3}, close="failed", reason=HOSTILE, run_name=HOSTILE)
+    write(log_root, "good", {"lr": 1e-4})
+    at = run_app()
+    assert_ok(at)
+    frame = table(at).set_index("id")
+    assert frame.loc["evil", "name"] == HOSTILE and frame.loc["evil", "reason"] == HOSTILE, "cells are text"
+    at.session_state["runs_table"] = {"selection": {"rows": list(range(2)), "columns": [], "cells": []}}
+    at.run()
+    shown = "\n".join(str(m.value) for m in at.markdown)
+    assert "\\*\\*bold\\*\\*" in shown and "[link](http" not in shown and "<b>" not in shown, shown
+    widths = {
+        k: v.get("width") for k, v in __import__("json").loads(at.dataframe(key="runs_table").proto.columns).items()
+    }
+    assert widths["reason"] >= 8 * len(HOSTILE), "the reason is as wide as its text"
+
+
+def test_config_values_that_are_lists_dicts_and_nan(log_root: Path) -> None:
+    write(log_root, "a", {"layers": [64, 64], "opt": {"name": "adam", "betas": [0.9, 0.99]}, "wd": math.nan})
+    write(log_root, "b", {"layers": [128], "opt": {"name": "sgd"}, "wd": 0.1})
+    at = run_app()
+    assert_ok(at)
+    frame = table(at).set_index("id")
+    assert frame.loc["a", "layers"] == "[64, 64]" and frame.loc["a", "opt.betas"] == "[0.9, 0.99]"
+    assert frame.loc["a", "wd"] == "NaN" and frame.loc["b", "wd"] == "0.1"
+    at.text_input(key="runs_expr").set_value("layers == [128]").run()
+    assert list(table(at)["id"]) == ["b"]
+    at.text_input(key="runs_expr").set_value("wd == nan").run()
+    assert list(table(at)["id"]) == ["a"], "a NaN config value (stored as the text NaN) is NaN"
+    at.text_input(key="runs_expr").set_value("").run()
+    assert_ok(at)
+    assert any(f["data"][0]["type"] == "parcoords" for f in charts(at)), "list values are categorical axes"
