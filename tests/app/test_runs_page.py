@@ -3,6 +3,7 @@ sweep views, picking rows and opening them in Compare, and hostile names, expres
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def write(
 
 @pytest.fixture
 def sweep(log_root: Path) -> Path:
-    for i, lr in enumerate((1e-4, 3e-4, 1e-3, 3e-3)):
+    for lr in (1e-4, 3e-4, 1e-3, 3e-3):
         for seed in (0, 1):
             write(log_root, f"lr{lr:g}-s{seed}", {"lr": lr, "seed": seed, "optimizer": "adam"})
     write(
