@@ -178,9 +178,8 @@ def test_hostile_run_name_and_reason_are_plain_text(log_root: Path) -> None:
     at.run()
     shown = "\n".join(str(m.value) for m in at.markdown)
     assert "\\*\\*bold\\*\\*" in shown and "[link](http" not in shown and "<b>" not in shown, shown
-    widths = {
-        k: v.get("width") for k, v in __import__("json").loads(at.dataframe(key="runs_table").proto.columns).items()
-    }
+    columns = json.loads(at.dataframe(key="runs_table").proto.columns)
+    widths = {k: v.get("width") for k, v in columns.items()}
     assert widths["reason"] >= 8 * len(HOSTILE), "the reason is as wide as its text"
 
 
