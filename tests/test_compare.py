@@ -371,3 +371,17 @@ def test_upload_counts_bad_steps_and_text_values_and_keeps_the_rest() -> None:
     assert parsed.logged["loss"].sum() == 8
     text_everywhere = "\n".join(json.dumps({"step": s, "loss": f"{s}.5"}) for s in range(1, 11)).encode()
     assert parse_upload("decimals.jsonl", text_everywhere, cap=1 << 20).bad_lines == 10, "read, but every loss bad"
+
+
+def test_the_report_uses_the_colours_the_page_gave() -> None:
+    """Sticky colours: the page passes its mapping, the HTML report draws every run in the same colour."""
+    from monitor_cb.compare.session import build_view, report_html
+
+    runs = [RunData(rid, rid, frame(np.arange(1, 50), np.linspace(3, 1, 49))) for rid in ("b", "a", "c")]
+    given = {"a": "#e377c2", "b": "#17becf"}
+    view = build_view(runs, CompareSettings(metrics=("loss",)), colors=given)
+    assert view.colors["a"] == "#e377c2" and view.colors["b"] == "#17becf"
+    assert view.colors["c"] not in ("#e377c2", "#17becf")
+    html = report_html(runs, CompareSettings(metrics=("loss",)), colors=view.colors)
+    for rid, color in view.colors.items():
+        assert f'"legendgroup":"{rid}","line":{{"color":"{color}"' in html.replace(": ", ":").replace(", ", ",")
