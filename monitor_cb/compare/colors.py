@@ -71,3 +71,20 @@ def run_colors(run_ids: Sequence[str], previous: Mapping[str, str] | None = None
             chosen[run_id] = color
             used[color] += 1
     return {run_id: chosen[run_id] for run_id in dict.fromkeys(run_ids)}
+
+
+def view_colors(run_ids: Sequence[str], history: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Colours for the runs in a view that remembers every run it showed (``history``: id -> colour).
+
+    While the palette has a colour for every run in view and every remembered one, a run seen
+    before keeps its colour and a new run takes a colour no remembered run has, so a run that comes
+    back finds its colour free. Past that, only the runs in view count (:func:`run_colors` with
+    ``previous``), so the runs shown together stay as distinct as the palette allows.
+    """
+    history = history or {}
+    shown = list(dict.fromkeys(run_ids))
+    everyone = list(dict.fromkeys([*shown, *history]))
+    if len(everyone) <= len(RUN_PALETTE):
+        given = run_colors(everyone, previous=history)
+        return {run_id: given[run_id] for run_id in shown}
+    return run_colors(shown, previous=history)

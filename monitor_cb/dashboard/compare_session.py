@@ -24,7 +24,7 @@ from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.overlay import overlay_figures
 from monitor_cb.charts.side import side_figures
 from monitor_cb.compare.align import Alignment, align_runs
-from monitor_cb.compare.colors import run_colors
+from monitor_cb.compare.colors import view_colors
 from monitor_cb.compare.configdiff import config_diff, run_config
 from monitor_cb.compare.grouping import group_label, group_runs
 from monitor_cb.compare.rundata import RunData
@@ -129,7 +129,7 @@ def build_view(
     aligned = align_runs(runs, settings.alignment)
     bounds = x_bounds(aligned)
     groups = _groups(runs, settings.group_by)
-    given = run_colors([r.id for r in runs] + list(groups), previous=colors)
+    given = view_colors([r.id for r in runs] + list(groups), colors)
     side: dict[str, list[go.Figure]] = {}
     figures: dict[str, go.Figure] = {}
     if side_by_side:

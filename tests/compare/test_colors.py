@@ -106,3 +106,23 @@ def test_report_and_compare_charts_give_each_run_the_same_colour() -> None:
 def test_small_views_use_the_most_distinct_colours(n: int) -> None:
     colors = run_colors([f"x{i}" for i in range(n)])
     assert sorted(colors.values(), key=RUN_PALETTE.index) == list(RUN_PALETTE[:n])
+
+
+def test_view_colors_keep_a_colour_free_for_a_run_that_comes_back() -> None:
+    from monitor_cb.compare.colors import view_colors
+
+    first = view_colors(["a", "b"])
+    history = dict(first)
+    second = view_colors(["b", "c"], history)
+    assert second["b"] == first["b"] and second["c"] not in (first["a"], first["b"]), "a's colour stays reserved"
+    history.update(second)
+    third = view_colors(["d", "a", "b", "c"], history)
+    assert third["a"] == first["a"] and third["c"] == second["c"] and len(set(third.values())) == 4
+
+
+def test_view_colors_past_the_palette_keep_the_runs_in_view_distinct() -> None:
+    from monitor_cb.compare.colors import RUN_PALETTE, view_colors
+
+    history = view_colors([f"old{i}" for i in range(len(RUN_PALETTE))])
+    shown = view_colors([f"new{i}" for i in range(12)], history)
+    assert len(set(shown.values())) == 12, "twelve new runs after 24 remembered ones: still 12 colours"

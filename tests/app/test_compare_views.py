@@ -1,0 +1,98 @@
+"""AppTests of what the compare page gained for issue 15: sticky colours across reruns, 12 distinct
+colours, group-by bands, side by side with the chosen metrics in equal panels and a shared-y toggle."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from monitor_cb.compare.colordiff import ciede2000, hex_to_lab
+from tests.app.helpers import assert_ok, charts, run_entry
+from tests.compare.runs_helpers import write_sweep_run
+
+ENTRY = str(Path(__file__).with_name("compare_app.py"))
+
+
+@pytest.fixture
+def sweep(log_root: Path) -> list[str]:
+    names = []
+    for i, (lr, seed) in enumerate(itertools.product((1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), (0, 1))):
+        name = f"r{i:02d}-lr{lr:g}-s{seed}"
+        write_sweep_run(log_root, name, lr=lr, seed=seed, steps=60, t0=1_700_000_000.0 + i * 100)
+        names.append(name)
+    return names
+
+
+def run_app(query: dict[str, Any]) -> AppTest:
+    return run_entry(ENTRY, query)
+
+
+def legend_colours(fig: dict[str, Any]) -> dict[str, str]:
+    return {t["legendgroup"]: t["line"]["color"] for t in fig["data"] if t.get("showlegend", True) and "line" in t}
+
+
+def test_a_run_keeps_its_colour_when_runs_are_added_and_removed(sweep: list[str]) -> None:
+    a, b, c, d = sweep[:4]
+    at = run_app({"runs": [a, b], "metric": ["loss"]})
+    assert_ok(at)
+    first = legend_colours(charts(at)[0])
+    at.sidebar.multiselect(key="cmp_runs").set_value([b, c]).run()
+    second = legend_colours(charts(at)[0])
+    assert second[b] == first[b], "b keeps its colour when a leaves"
+    at.sidebar.multiselect(key="cmp_runs").set_value([d, a, b, c]).run()
+    third = legend_colours(charts(at)[0])
+    assert third[a] == first[a] and third[b] == first[b] and third[c] == second[c]
+    assert len(set(third.values())) == 4
+
+
+def test_twelve_runs_get_twelve_colours_no_two_alike(sweep: list[str]) -> None:
+    at = run_app({"runs": sweep, "metric": ["loss"]})
+    assert_ok(at)
+    colours = legend_colours(charts(at)[0])
+    assert len(colours) == 12
+    labs = [hex_to_lab(c) for c in colours.values()]
+    worst = min(ciede2000(x, y) for x, y in itertools.combinations(labs, 2))
+    assert worst >= 10, worst
+
+
+def test_group_by_a_config_key_draws_mean_lines_with_bands(sweep: list[str]) -> None:
+    at = run_app({"runs": sweep[:4], "metric": ["loss"], "group": "lr"})
+    assert_ok(at)
+    assert at.selectbox(key="cmp_group").value == "lr", "the URL sets the group"
+    fig = charts(at)[0]
+    means = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
+    assert means == ["lr=0.0001 (2 runs)", "lr=0.0003 (2 runs)"]
+    assert sum(t.get("fill") == "tonexty" for t in fig["data"]) == 2
+    at.selectbox(key="cmp_group").set_value("(none)").run()
+    assert_ok(at)
+    assert "group" not in at.query_params
+    assert len(legend_colours(charts(at)[0])) == 4, "one line per run again"
+
+
+def test_a_bad_group_in_the_url_is_ignored(sweep: list[str]) -> None:
+    at = run_app({"runs": sweep[:2], "group": "no-such-key **x**"})
+    assert_ok(at)
+    assert at.selectbox(key="cmp_group").value == "(none)"
+
+
+def test_side_by_side_chosen_metrics_equal_panels_shared_y(sweep: list[str]) -> None:
+    at = run_app({"runs": sweep[:4], "metric": ["loss", "eval_accuracy"], "mode": "side"})
+    assert_ok(at)
+    figs = charts(at)
+    assert [f["layout"]["title"]["text"] for f in figs] == ["loss", "eval_accuracy"] * 4
+    loss_ranges = {tuple(f["layout"]["yaxis"]["range"]) for f in figs[::2]}
+    assert len(loss_ranges) == 1, "shared y: one range per metric"
+    x_ranges = {tuple(f["layout"]["xaxis"]["range"]) for f in figs}
+    assert x_ranges == {(1, 60)}, "linked x"
+    # every run's column has the same width: 3 per row, the last row padded with empty columns
+    holders = [c for c in at.columns if c.get("plotly_chart")]
+    assert len(holders) == 4 and {c.weight for c in holders} == {holders[0].weight}
+    rows = [c for c in at.columns if c.weight == holders[0].weight]
+    assert len(rows) >= 6, "the fourth run's row has three columns, two of them empty"
+    at.toggle(key="cmp_shared_y").set_value(False).run()
+    assert_ok(at)
+    assert all("range" not in f["layout"]["yaxis"] for f in charts(at)), "each panel scales to its run"
