@@ -64,6 +64,7 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
 )
 K_CACHE = "cmp_view_cache"
 K_COLORS, K_GROUP, K_SHARED_Y = "cmp_colors", "cmp_group", "cmp_shared_y"
+K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last wrote into the URL
 NO_GROUP = "(none)"
 EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
@@ -112,9 +113,12 @@ def run_multipicker(runs: list[Any]) -> list[Any]:
     )
     by_id = {r.id: r for r in runs}
     shown = runfilter.filter_runs(runs, text)
-    if K_RUNS not in st.session_state:
-        wanted = [rid for rid in st.query_params.get_all(Q_RUNS) if rid in by_id]
-        missing = [rid for rid in st.query_params.get_all(Q_RUNS) if rid not in by_id]
+    linked = st.query_params.get_all(Q_RUNS)
+    # A link (the runs page's "Open in Compare", a shared URL) that differs from what this page last
+    # wrote into the URL is a new choice, even when the session already picked runs here before.
+    if K_RUNS not in st.session_state or (linked and linked != st.session_state.get(K_RUNS_URL)):
+        wanted = [rid for rid in linked if rid in by_id]
+        missing = [rid for rid in linked if rid not in by_id]
         if missing:
             st.warning("Not under the log root any more: " + ", ".join(f"`{escape_code(m)}`" for m in missing[:10]))
         st.session_state[K_RUNS] = wanted or [r.id for r in runs[:2]]
@@ -130,6 +134,7 @@ def run_multipicker(runs: list[Any]) -> list[Any]:
     )
     chosen = [by_id[rid] for rid in st.session_state[K_RUNS] if rid in by_id]
     _set_query(Q_RUNS, [r.id for r in chosen])
+    st.session_state[K_RUNS_URL] = [r.id for r in chosen]
     return chosen
 
 
@@ -162,6 +167,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         help="A config key that differs between the runs: per value, the mean line and the min-max band.",
     )
     group_by = None if group in (None, NO_GROUP) else str(group)
+    st.session_state[K_GROUP_URL] = group_by
     _set_query(Q_METRIC, list(chosen))
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
@@ -212,9 +218,11 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
 def _init_from_query(metrics: list[str], keys: list[str]) -> None:
     """First visit: widget values from the URL (checked), else defaults."""
     state = st.session_state
-    if K_GROUP not in state or state[K_GROUP] not in (NO_GROUP, *keys):
-        wanted = st.query_params.get(Q_GROUP)
-        state[K_GROUP] = wanted if K_GROUP not in state and wanted in keys else NO_GROUP
+    wanted = st.query_params.get(Q_GROUP)
+    if wanted in keys and wanted != state.get(K_GROUP_URL):  # a link that sets the group
+        state[K_GROUP] = wanted
+    elif K_GROUP not in state or state[K_GROUP] not in (NO_GROUP, *keys):
+        state[K_GROUP] = NO_GROUP
     if K_SHARED_Y not in state:
         state[K_SHARED_Y] = True
     if K_METRICS not in state:

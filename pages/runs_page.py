@@ -129,7 +129,7 @@ def sort_controls(result: RunsView) -> None:
         st.session_state[K_SORT] = NO_SORT
     if st.session_state.get(K_GROUP) not in (NO_GROUP, *keys):
         st.session_state[K_GROUP] = NO_GROUP
-    c1, c2, c3 = st.columns([3, 1, 3], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([3, 1.6, 3], vertical_alignment="bottom")
     c1.selectbox("Sort by", [NO_SORT, *columns], key=K_SORT)
     c2.toggle("Descending", key=K_DESC)
     c3.selectbox("Group by", [NO_GROUP, *keys], key=K_GROUP, help="Mean, min and max of each metric per value.")
@@ -159,20 +159,23 @@ def show_table(result: RunsView, now: float) -> list[str]:
 
 
 def open_in_compare(picked: Sequence[str], group: Any) -> None:
-    """The button that opens the selected runs on the compare page (grouped by the chosen key)."""
+    """A link that opens the selected runs on the compare page (``/compare?runs=a&runs=b``, grouped by
+    the chosen key), so the browser's URL is the comparison and can be shared."""
     from pages.compare_page import compare_page
 
     group_by = None if group in (None, NO_GROUP, "status") else str(group)
     label = f"Open {len(picked)} selected in Compare" if picked else "Select rows to compare"
-    c1, c2 = st.columns([1, 3], vertical_alignment="center")
-    clicked = c1.button(label, key="runs_open_compare", disabled=not picked, icon=":material/stacked_line_chart:")
+    row = st.container(horizontal=True, vertical_alignment="center", key="runs_open_compare")
+    page = st.Page(compare_page, title="Compare", url_path="compare")
+    row.page_link(
+        page,
+        label=label,
+        icon=":material/stacked_line_chart:",
+        disabled=not picked,
+        query_params=compare_query(picked, group_by) if picked else None,
+    )
     if len(picked) > MAX_COMPARE:
-        c2.caption(f"The first {MAX_COMPARE} selected runs are compared.")
-    if clicked and picked:
-        for key in ("cmp_runs", "cmp_group"):  # the compare page takes its runs from the URL
-            st.session_state.pop(key, None)
-        page = st.Page(compare_page, title="Compare", url_path="compare")
-        st.switch_page(page, query_params=compare_query(picked, group_by))
+        row.caption(f"The first {MAX_COMPARE} selected runs are compared.")
 
 
 def show_details(result: RunsView, picked: Sequence[str]) -> None:

@@ -96,3 +96,18 @@ def test_side_by_side_chosen_metrics_equal_panels_shared_y(sweep: list[str]) -> 
     at.toggle(key="cmp_shared_y").set_value(False).run()
     assert_ok(at)
     assert all("range" not in f["layout"]["yaxis"] for f in charts(at)), "each panel scales to its run"
+
+
+def test_a_link_with_other_runs_replaces_the_sessions_choice(sweep: list[str]) -> None:
+    """The runs page's "Open in Compare" changes the URL of a session that compared other runs before."""
+    at = run_app({"runs": sweep[:2], "metric": ["loss"]})
+    at.sidebar.multiselect(key="cmp_runs").set_value(sweep[:3]).run()
+    assert at.query_params["runs"] == sweep[:3], "the page writes its choice into the URL"
+    at.run()
+    assert at.sidebar.multiselect(key="cmp_runs").value == sweep[:3], "its own URL does not undo the choice"
+    at.query_params["runs"] = [sweep[5], sweep[7]]
+    at.query_params["group"] = "lr"
+    at.run()
+    assert_ok(at)
+    assert at.sidebar.multiselect(key="cmp_runs").value == [sweep[5], sweep[7]]
+    assert at.selectbox(key="cmp_group").value == "lr"

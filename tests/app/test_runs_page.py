@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -138,21 +139,36 @@ def test_sweep_views_over_the_filtered_runs(sweep: Path) -> None:
     assert len(scatter["x"]) == 8 and len(set(scatter["marker"]["color"])) == 8, "a distinct colour per run"
 
 
+def compare_link(at: AppTest) -> Any:
+    links = at.get("page_link")
+    assert len(links) == 1
+    return links[0].proto
+
+
+def follow(link: Any) -> AppTest:
+    """Open the link's page with its query, as the browser does (AppTest cannot click a link)."""
+    assert link.page.endswith("compare")
+    query = parse_qs(link.query_string)
+    from tests.app.test_compare_page import ENTRY as COMPARE_ENTRY
+
+    return run_entry(COMPARE_ENTRY, {k: v if len(v) > 1 or k == "runs" else v[0] for k, v in query.items()})
+
+
 def test_select_rows_and_open_them_in_compare(sweep: Path) -> None:
     at = run_app()
-    assert at.button(key="runs_open_compare").disabled
+    assert compare_link(at).disabled
     at.session_state["runs_table"] = {"selection": {"rows": [0, 2], "columns": [], "cells": []}}
     at.run()
     assert_ok(at)
     ids = list(table(at)["id"])
     picked = [ids[0], ids[2]]
-    assert not at.button(key="runs_open_compare").disabled
-    assert "Open 2 selected in Compare" in at.button(key="runs_open_compare").label
-    at.button(key="runs_open_compare").click().run()
-    assert_ok(at)
-    assert at.query_params["runs"] == picked
-    assert at.sidebar.multiselect(key="cmp_runs").value == picked, "the compare page shows the picked runs"
-    assert charts(at), "and draws them"
+    link = compare_link(at)
+    assert not link.disabled and link.label == "Open 2 selected in Compare"
+    assert parse_qs(link.query_string) == {"runs": picked}
+    compare = follow(link)
+    assert_ok(compare)
+    assert compare.sidebar.multiselect(key="cmp_runs").value == picked, "the compare page shows the picked runs"
+    assert charts(compare), "and draws them"
 
 
 def test_open_in_compare_grouped(sweep: Path) -> None:
@@ -160,10 +176,12 @@ def test_open_in_compare_grouped(sweep: Path) -> None:
     at.selectbox(key="runs_group").set_value("lr").run()
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1, 2, 3], "columns": [], "cells": []}}
     at.run()
-    at.button(key="runs_open_compare").click().run()
-    assert_ok(at)
-    assert at.selectbox(key="cmp_group").value == "lr"
-    names = [t.get("name", "") for f in charts(at) for t in f["data"] if t.get("name")]
+    link = compare_link(at)
+    assert parse_qs(link.query_string)["group"] == ["lr"]
+    compare = follow(link)
+    assert_ok(compare)
+    assert compare.selectbox(key="cmp_group").value == "lr"
+    names = [t.get("name", "") for f in charts(compare) for t in f["data"] if t.get("name")]
     assert any(n.startswith("lr=") and "runs)" in n for n in names), names
 
 

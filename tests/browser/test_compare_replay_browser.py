@@ -2,7 +2,7 @@
 
 ``streamlit run tests/app/compare_app.py -- --logdir ROOT`` on a free port against sample runs:
 the overlay draws one chart per metric, a legend click hides a run in every chart, side by side
-shows each run's panels, the replay plays (the slider moves on its own) and an upload is replayed.
+shows the chosen metrics per run on linked x, the replay plays (the slider moves on its own) and an upload is replayed.
 Screenshots go to ``tests/browser/screenshots/`` (git-ignored). Waits are polls with deadlines.
 """
 
@@ -105,14 +105,20 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
         page.screenshot(path=str(SHOTS / "compare-legend-hidden.png"), full_page=True)
 
         page.goto(f"{url}/?{query.replace('align=step', 'align=relative')}&mode=side", wait_until="domcontentloaded")
-        poll(lambda: n_charts(page) >= 3 * len(RUNS), timeout=45, what="side-by-side panels")
+        # per run one panel per chosen metric (loss, eval_loss): the 3 sample runs and the live one
+        poll(lambda: n_charts(page) >= 2 * (len(RUNS) + 1), timeout=45, what="side-by-side panels")
         assert "mode=side" in page.url and "align=relative" in page.url, "the URL keeps the view"
         page.screenshot(path=str(SHOTS / "compare-side-by-side.png"), full_page=True)
+        before = poll(lambda: _linked_ranges(page), timeout=20, what="every panel on the runs' whole x range")
 
         # a drag in one run's panel zooms every run's panels to the same x range (linked)
         drag_zoom(page, "chart_cmp_side_0_0", 0.3, 0.7)
-        ranges = poll(lambda: _linked_ranges(page), timeout=20, what="one x range on every side panel")
-        assert len(ranges) >= 3 * len(RUNS)
+        ranges = poll(
+            lambda: (r := _linked_ranges(page)) and r != before and r,
+            timeout=20,
+            what="one zoomed range on every panel",
+        )
+        assert len(ranges) >= 2 * (len(RUNS) + 1)
         page.screenshot(path=str(SHOTS / "compare-side-by-side-zoomed.png"), full_page=True)
 
 
