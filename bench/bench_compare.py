@@ -8,7 +8,9 @@ read through a ``RunStore`` as the page does. Then, per configuration, the media
 
 * **server time** of one page refresh without Streamlit: read every run from the store (frame and
   "was logged" masks; files already polled) plus ``build_view`` (alignment, smoothing, the common
-  grid, figures, summary table), then the figures' JSON as ``st.plotly_chart`` encodes it;
+  grid, figures, summary table, the page's sticky colours), the summary as text, then the figures'
+  JSON as ``st.plotly_chart`` encodes it; overlay, grouped by lr (mean and min-max band), and
+  side by side (the chosen metrics per run, shared y);
 * **bytes**: the size of that JSON (what the browser receives for the charts).
 
 The baseline, measured in the same run, draws every point of every run (no grid, no downsampling),
@@ -132,6 +134,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from monitor_cb.dashboard.compare_session import CompareSettings, build_view, load_run
+    from monitor_cb.dashboard.summary_view import summary_display
     from monitor_cb.ingest import RunStore
 
     root = REPO / "bench" / "out" / f"compare-{args.runs}x{args.steps}"
@@ -146,9 +149,13 @@ def main() -> None:
     print(f"first load (ingest of every file, once per server): {time.perf_counter() - start:.2f} s")
     print(f"cpu: {os.cpu_count()} cores visible; python {sys.version.split()[0]}")
 
+    history: dict[str, str] = {}  # the page's sticky colours (session state), passed as the page does
+
     def refresh(settings: CompareSettings, side: bool = False) -> int:
         runs = [load_run(store, info) for info in infos]
-        view = build_view(runs, settings, side_by_side=side)
+        view = build_view(runs, settings, side_by_side=side, colors=history)
+        history.update(view.colors)
+        summary_display(view.summary)  # the summary as the page shows it (text, NaN as NaN)
         figures = list(view.figures.values()) + [f for panel in view.side.values() for f in panel]
         return figures_json(figures)
 
@@ -161,9 +168,12 @@ def main() -> None:
     settings = CompareSettings(metrics=("loss", "eval_loss", "lr", "grad_norm"), smoothing=0.6)
     seconds, size = median_of(args.repeat, lambda: refresh(settings))
     rows.append(("compare, 4 charts, align=step", seconds, size))
-    side = CompareSettings(metrics=("loss",), smoothing=0.6)
-    seconds, size = median_of(1, lambda: refresh(side, side=True))
-    rows.append((f"side by side, {len(infos)} runs x 3 panels", seconds, size))
+    grouped = CompareSettings(metrics=("loss", "eval_loss"), smoothing=0.6, group_by="lr")
+    seconds, size = median_of(args.repeat, lambda: refresh(grouped))
+    rows.append(("grouped by lr (mean + min-max band), 2 charts", seconds, size))
+    side = CompareSettings(metrics=("loss", "eval_loss"), smoothing=0.6)
+    seconds, size = median_of(args.repeat, lambda: refresh(side, side=True))
+    rows.append((f"side by side, {len(infos)} runs x 2 metrics, shared y", seconds, size))
 
     def naive() -> int:
         runs = [load_run(store, info) for info in infos]
