@@ -1,6 +1,6 @@
 """Benchmark the runs table: build, display and filter 1,000 runs against the store's own run listing.
 
-Usage: ``.venv/bin/python bench/bench_runs_table.py [--runs 1000] [--steps 300] [--repeat 5] [--keep DIR]``
+Usage: ``.venv/bin/python bench/bench_runs_table.py [--runs 1000] [--steps 300] [--repeat 5] [--keep DIR] [--no-page]``
 
 The runs are written with the real ``MetricsWriter`` under a temporary root (a sweep over lr, seed,
 batch size and optimizer, with nested config and constant keys; eval every 50 steps; a few failed
@@ -16,7 +16,13 @@ medians of ``--repeat``:
   group-by on the built table, each alone, and the filtered table displayed;
 * **changed**: 10 runs get new records; the refresh recomputes only those;
 * **first visit, budgeted**: ``StatsCache.fill`` computes stats for at most 0.5 s per render and the
-  table shows the rest with config-only rows until the next render, so no render waits for all.
+  table shows the rest with config-only rows until the next render, so no render waits for all;
+* **the page itself** (``--page``, on by default): the real runs page (``pages/runs_page.py``) run by
+  Streamlit's ``AppTest`` in this process, so the time is the server's whole script run (widgets,
+  ``runs_view``, the table's Arrow, the Sweeps tab's parallel coordinates and scatter of 200 runs,
+  protobuf): a warm render, a text filter, an expression filter, a sort. Its baseline, measured
+  in the same run, is an AppTest render of a page that only shows the same 1,000-row text table
+  (Streamlit's own cost of a table this size).
 
 Goal (issue 15): render and filter of 1,000 runs within 1 s of server time.
 """
@@ -98,6 +104,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, default=None, help="write (or reuse) the runs here instead of a temp dir")
+    parser.add_argument("--no-page", dest="page", action="store_false", help="skip the AppTest page renders")
     args = parser.parse_args()
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-runs-table-"))
@@ -210,6 +217,85 @@ def run(root: Path, args: argparse.Namespace) -> None:
     )
     steps = ", ".join(f"{seconds * 1000:.0f} ms ({left} left)" for seconds, left in renders)
     print(f"first visit with a {BUDGET_S:g} s stats budget per render: {len(renders)} renders: {steps}")
+    if args.page:
+        page_renders(root, display_table(table, now), args.repeat)
+
+
+PAGE_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+from pages.runs_page import runs_page
+runs_page()
+"""
+PLAIN_SCRIPT = """
+import pandas as pd
+import streamlit as st
+st.dataframe(pd.read_pickle({path!r}), hide_index=True)
+"""
+
+
+def page_renders(root: Path, shown: Any, repeat: int) -> None:
+    """Server time of the real runs page (AppTest, in process) against a page showing only the table."""
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["MONITOR_LOGDIR"] = str(root)
+    pickled = root / ".bench-table.pkl"
+    shown.to_pickle(pickled)
+    plain = AppTest.from_string(PLAIN_SCRIPT.format(path=str(pickled)), default_timeout=600)
+    baseline, _ = median_time(plain.run, repeat)
+    at = AppTest.from_string(PAGE_SCRIPT.format(repo=str(REPO)), default_timeout=600)
+    start = time.perf_counter()
+    at.run()  # a first visit: reruns (0.5 s of statistics each) until every run's are in
+    first = time.perf_counter() - start
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.dataframe(key="runs_table").value) == len(shown), "every run in the table"
+    warm, _ = median_time(at.run, repeat)
+
+    def typed(key: str, value: str) -> Callable[[], Any]:
+        def run() -> Any:
+            at.text_input(key=key).set_value(value)
+            return at.run()
+
+        return run
+
+    def cleared() -> None:
+        at.text_input(key="runs_filter").set_value("")
+        at.text_input(key="runs_expr").set_value("")
+        at.run()
+
+    texts, exprs, sorts = [], [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        typed("runs_filter", "group03 adam")()
+        texts.append(time.perf_counter() - start)
+        n_text = len(at.dataframe(key="runs_table").value)
+        cleared()
+        start = time.perf_counter()
+        typed("runs_expr", EXPRESSION)()
+        exprs.append(time.perf_counter() - start)
+        n_expr = len(at.dataframe(key="runs_table").value)
+        cleared()
+        start = time.perf_counter()
+        at.selectbox(key="runs_sort").set_value("loss.best").run()
+        sorts.append(time.perf_counter() - start)
+        at.selectbox(key="runs_sort").set_value("(newest first)").run()
+    assert not at.exception, [e.value for e in at.exception]
+    text, expr, sort = (statistics.median(v) for v in (texts, exprs, sorts))
+    print(f"\nthe runs page (AppTest, server time of one script run; {len(shown):,} runs):")
+    print(f"{'what':<52}{'time':>10}{'x table-only page':>20}")
+    for label, seconds in (
+        ("baseline: a page with only the 1,000-row table", baseline),
+        ("runs page, warm render (table + sweeps tab)", warm),
+        (f"runs page, text filter 'group03 adam' -> {n_text} runs", text),
+        (f"runs page, expression filter -> {n_expr} runs", expr),
+        ("runs page, sort by loss.best", sort),
+    ):
+        print(f"{label:<52}{seconds * 1000:>8.0f} ms{seconds / baseline:>18.1f}x")
+    print(f"runs page, first visit (cold stats, reruns until all are in): {first:.2f} s")
+    worst = max(warm, text, expr, sort)
+    print(f"page goal <= {GOAL_S:.1f} s to render and to filter: {'met' if worst <= GOAL_S else 'NOT met'}")
 
 
 if __name__ == "__main__":
