@@ -75,7 +75,10 @@ def test_page_table_hides_name_when_it_is_the_id_and_widths_fit_the_text(store: 
     infos = store.list_runs()
     out = runs_view(infos, StatsCache(store_loader(store)), time.time(), RunsQuery())
     frame = page_table(out, time.time())
-    assert "name" not in frame.columns and "updated" not in frame.columns and "id" in frame.columns
+    assert "name" not in frame.columns and "updated" not in frame.columns
+    columns = list(frame.columns)
+    assert columns[:5] == ["id", "status", "steps", "duration_s", "loss.last"] and columns[-1] == "reason"
+    assert columns.index("lr") < columns.index("ranks"), "config before the bookkeeping"
     widths = column_widths(pd.DataFrame({"reason": ["x" * 30, "y"], "s": ["1", "2"]}))
     assert widths["reason"] >= 8 * 30 and widths["s"] == 60
     assert column_widths(pd.DataFrame({"reason": ["x" * 5000]}))["reason"] == 640, "capped; details show the rest"
