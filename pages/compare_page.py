@@ -40,8 +40,9 @@ from monitor_cb.dashboard.compare_session import (
 )
 from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, run_label
+from monitor_cb.dashboard.runs_view import text_width
+from monitor_cb.dashboard.summary_view import summary_display
 from monitor_cb.dashboard.zoom import parse_x_value
-from monitor_cb.compare.summary_view import summary_display, text_width
 from pages import _shared
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 

@@ -375,7 +375,7 @@ def test_upload_counts_bad_steps_and_text_values_and_keeps_the_rest() -> None:
 
 def test_the_report_uses_the_colours_the_page_gave() -> None:
     """Sticky colours: the page passes its mapping, the HTML report draws every run in the same colour."""
-    from monitor_cb.compare.session import build_view, report_html
+    from monitor_cb.dashboard.compare_session import build_view, report_html
 
     runs = [RunData(rid, rid, frame(np.arange(1, 50), np.linspace(3, 1, 49))) for rid in ("b", "a", "c")]
     given = {"a": "#e377c2", "b": "#17becf"}

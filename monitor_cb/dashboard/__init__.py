@@ -8,6 +8,7 @@ Streamlit's AppTest cannot drive a ``run_every`` refresh or a drag in a chart.
   :mod:`~.thresholds`, :mod:`~.zoom` (zoom and legend events), :mod:`~.live` (figures, other ranks).
 * Findings: :mod:`~.findings_view` (alert rows, badges, toasts); settings page: :mod:`~.settings_form`.
 * Compare, runs and replay pages: :mod:`~.compare_session`, :mod:`~.runfilter`, :mod:`~.runs_view` (the runs
-  table as text), :mod:`~.replay`; the offline report: :mod:`~.report`.
+  table as text, one render of the runs page), :mod:`~.summary_view` (the compare summary as text),
+  :mod:`~.replay`; the offline report: :mod:`~.report`.
 * :mod:`~.escape` (user text in Markdown), :mod:`~.hostguard` (the server's Host check).
 """

@@ -10,7 +10,7 @@ import pandas as pd
 from monitor_cb.charts.side import share_y, side_figures
 from monitor_cb.compare.align import align_runs
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.compare.session import CompareSettings
+from monitor_cb.dashboard.compare_session import CompareSettings
 
 
 def run(run_id: str, steps: int, scale: float, **extra: np.ndarray) -> RunData:

@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from monitor_cb.compare.runs_table import format_value
+from monitor_cb.dashboard.runs_view import format_value
 
 
 def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
-    """A summary (or any) table as text, cell by cell through :func:`~monitor_cb.compare.runs_table.format_value`."""
+    """A summary (or any) table as text, cell by cell through :func:`~monitor_cb.dashboard.runs_view.format_value`."""
     columns = list(summary.columns)
     out = {c: [format_value(v) for v in summary[c]] for c in columns}
     return pd.DataFrame(out, columns=columns, dtype=object)
-
-
-def text_width(values: list[str], title: str, px_per_char: int = 8, lo: int = 60, hi: int = 640) -> int:
-    """Pixels a text column needs to show its longest value (and title) uncut, within ``[lo, hi]``."""
-    longest = max([len(title), *(len(v) for v in values)])
-    return max(lo, min(hi, px_per_char * longest + 24))

@@ -8,7 +8,8 @@ import pandas as pd
 
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.summary import summary_table
-from monitor_cb.compare.summary_view import summary_display, text_width
+from monitor_cb.dashboard.runs_view import text_width
+from monitor_cb.dashboard.summary_view import summary_display
 
 
 def test_nan_is_nan_and_missing_is_empty() -> None:

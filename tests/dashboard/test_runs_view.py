@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from monitor_cb.compare.runs_view import (
+from monitor_cb.compare.runstats import StatsCache, store_loader
+from monitor_cb.dashboard.runs_view import (
     MAX_COMPARE,
     RunsQuery,
     column_widths,
@@ -20,7 +21,6 @@ from monitor_cb.compare.runs_view import (
     picked_ids,
     runs_view,
 )
-from monitor_cb.compare.runstats import StatsCache, store_loader
 from monitor_cb.ingest import RunStore
 from tests.compare.runs_helpers import write_sweep_run
 
