@@ -171,6 +171,9 @@ TUNED = {
     "spike_shift_z": ((5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0), "loss_spike", "spike"),
     "diverge_persist": ((1, 2, 3, 4), "divergence", None),
     "diverge_z": ((3.0, 4.0, 5.0, 6.0), "divergence", None),
+    "diverge_runaway_points": ((1, 2, 3, 4), "divergence", None),
+    "diverge_runaway_factor": ((1.0, 1.5, 2.0, 3.0), "divergence", None),
+    "diverge_runaway_history": ((10, 20, 30, 50), "divergence", None),
 }
 
 

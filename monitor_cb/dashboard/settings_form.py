@@ -39,7 +39,7 @@ KIND_TITLES: dict[str, str] = {
     "nan": "NaN / Inf",
     "grad_explosion": "Gradient explosion",
     "loss_spike": "Loss spike",
-    "divergence": "Divergence (loss trend rising)",
+    "divergence": "Divergence (loss trend rising, or running away)",
     "lr_anomaly": "Learning-rate anomaly",
     "throughput_drop": "Throughput drop",
     "overfitting": "Overfitting",

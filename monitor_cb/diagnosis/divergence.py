@@ -11,7 +11,9 @@ noise sigmas of that difference above the best for ``diverge_persist`` blocks in
 ten-point bump of a noisy RL objective is not a trend). A loss that
 goes below zero (policy-gradient objectives) is not judged. When an eval loss is logged and is
 still at its best over the same steps, the rise is only an info: the model is not getting worse
-where it counts.
+where it counts. A run-away (:mod:`monitor_cb.diagnosis.runaway`: several points in a row above every
+earlier point, far above the trend) is divergence too, for a per-batch loss so noisy that its level
+climbs inside the noise of these medians.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pandas as pd
 from monitor_cb.diagnosis._stats import episodes, finite_series, row_median
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
 from monitor_cb.diagnosis.noise import frame_noise
+from monitor_cb.diagnosis.runaway import find_runaways, runaway_finding
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _LEVEL_BLOCKS = 3
@@ -70,7 +73,22 @@ def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
         else:
             merged.append((a, z))
     args = (frame, s, log, level, candidates, before, need)
-    return [_finding(*args, a, z, b, settings) for a, z in merged[:_MAX_EPISODES]]
+    found = [_finding(*args, a, z, b, settings) for a, z in merged[:_MAX_EPISODES]]
+    return found + _runaways(frame, s, noise, found, settings)
+
+
+def _runaways(frame: pd.DataFrame, s, noise, found: list[Finding], settings: DiagnosisSettings) -> list[Finding]:
+    """Run-aways (:mod:`monitor_cb.diagnosis.runaway`) that no level episode above covers (or confirms within the
+    ``3 x diverge_block`` points after them: the same climb, told once)."""
+    out = []
+    margin = _LEVEL_BLOCKS * settings.diverge_block
+    for run in find_runaways(s.values, noise, settings):
+        first, last = int(s.steps[run.first]), int(s.steps[run.last])
+        near = int(s.steps[min(run.last + margin, len(s) - 1)])
+        if any(f.step <= near and first <= (f.end_step or f.step) for f in found):
+            continue
+        out.append(runaway_finding(s.steps, run, settings, _eval_still_best(frame, first, last, settings)))
+    return out
 
 
 def _finding(frame, s, log: bool, level, candidates, before, need, first: int, last: int, b: int, settings) -> Finding:

@@ -71,6 +71,11 @@ class DiagnosisSettings:
     diverge_z: float = 5.0
     diverge_persist: int = 3
     diverge_giveback: float = 0.25
+    # ...or a run-away: ``diverge_runaway_points`` points in a row, each above every earlier point and
+    # ``diverge_runaway_factor`` x the trend before them, after ``diverge_runaway_history`` points.
+    diverge_runaway_points: int = 3
+    diverge_runaway_history: int = 30
+    diverge_runaway_factor: float = 2.0
     # lr_anomaly
     lr_zero_frac: float = 1e-3  # below this fraction of the peak lr counts as zero
     lr_smooth_points: int = 15  # a "smooth schedule" changed at nearly every one of this many points

@@ -29,6 +29,9 @@ LABELS: dict[str, str] = {
     "diverge_z": "Divergence: rise in noise sigmas",
     "diverge_persist": "Divergence: blocks in a row the rise must last",
     "diverge_giveback": "Divergence: share of the progress made that must be lost",
+    "diverge_runaway_points": "Run-away: points in a row above every earlier point",
+    "diverge_runaway_history": "Run-away: earlier points needed first",
+    "diverge_runaway_factor": "Run-away: at least this many times the trend",
     "lr_zero_frac": "Learning rate counted as zero below this share of its peak",
     "lr_smooth_points": "Points a schedule must change at to count as smooth",
     "lr_frozen_points": "Points an unchanged (or zero) learning rate may last",
@@ -122,6 +125,19 @@ HELP: dict[str, str] = {
     "diverge_giveback": (
         "...having lost this share of the progress made (from its worst level to its best), so a loss that fell "
         "from 10 to 0.02 is not diverging when it drifts to 0.03."
+    ),
+    "diverge_runaway_points": (
+        "Divergence is also a run-away: this many points in a row, each higher than every earlier point of the "
+        "run (its start included, so a loss that fell must climb back above where it began). One or two new "
+        "highs are per-batch noise on real runs; several in a row are a run going away."
+    ),
+    "diverge_runaway_history": (
+        "...only after this many points, so the first values and warm-up, where a loss may still climb, set the "
+        "highs to beat."
+    ),
+    "diverge_runaway_factor": (
+        "...and each of those points at least this many times the loss's trend just before them (2 = twice its "
+        "usual level), so a loss that only creeps past an old high is not called a run-away."
     ),
     "lr_zero_frac": "A learning rate below this share of its peak counts as zero.",
     "lr_smooth_points": (

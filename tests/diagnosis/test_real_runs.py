@@ -4,10 +4,9 @@ Skipped when the corpus is not there. The goals are the issue's (issue 12): heal
 warn (at most 1 warning or error per 20 runs, as the finished run is diagnosed and as the watcher
 would have seen them live), ``diagnose`` never exits 1 on one, the labelled events are found with the
 right kind near their step, and 95% of the faults injected into the healthy curves are found within
-20 logged points (6 evaluations) with no warning of their own before the onset. The one labelled
-event these rules miss is named: its noise (per-batch losses from 0.05 to 5) leaves the rise from
-~1.3 to ~3 at 1.3 noise sigmas of the difference of two 15-point levels (held 3 blocks), where 6
-healthy runs reach 2.5 to 4 (bench/bench_diagnosis.py prints the details).
+20 logged points (6 evaluations) with no warning of their own before the onset. All 20 labelled
+events are found; the last one (tcn_intraday_diverge, per-batch losses from 0.05 to 5, whose level
+climbs inside that noise) by the run-away rule: its last 3 points above every earlier one.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
 ROOT = corpus_dir()
 pytestmark = pytest.mark.skipif(ROOT is None, reason="the real-runs corpus (../shared/real_runs) is not here")
 S = DiagnosisSettings()
-KNOWN_MISSES = {"tcn_intraday_diverge:divergence"}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +45,8 @@ def test_healthy_runs_hardly_ever_warn(runs):
 def test_labelled_events_are_found_with_the_right_kind(runs):
     results = [score_event(r, e, S) for r in runs for e in r.events]
     missed = {f"{x.run}:{x.event.kind}" for x in results if not x.found}
-    assert missed <= KNOWN_MISSES, missed
-    assert sum(x.found for x in results) >= len(results) - len(KNOWN_MISSES)
+    assert not missed  # goal: every labelled event, with the right kind (20 of 20)
+    assert sum(x.found for x in results) == len(results) == 20
 
 
 def test_benign_oddities_from_the_notes_are_not_alerts(runs):
