@@ -206,7 +206,7 @@ def bench_tune(root: Path, settings: DiagnosisSettings, seeds: int) -> list[str]
                 ]
                 cell += f", B {fault} {_pct(sum(x.within_goal for x in results), len(results))}"
             cells.append(cell)
-        lines.append(f"  {knob:<16} " + " | ".join(cells))
+        lines.append(f"  {knob:<23} " + " | ".join(cells))
     return lines
 
 
