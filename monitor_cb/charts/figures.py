@@ -27,7 +27,6 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from monitor_cb.analysis.series import float_values, x_axis
 from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.options import (
     DEFAULT_UIREVISION,
@@ -111,9 +110,9 @@ def dual_axis_figure(
     """
     ema_debiased([], options.smoothing)  # validate the weight before any work
     data = ChartData.of(data)
-    df = data.frame
-    xa = x_axis(df, options.x)
-    filters = RowFilter(data.logged, rows_mask(len(df), data.rows), Ranks.of(df, data.rank), data.other_ranks)
+    df, series = data.frame, data.series
+    xa = series.x_axis(options.x)
+    filters = RowFilter(data.logged, rows_mask(len(df), data.rows), Ranks.of(series, data.rank), data.other_ranks)
     fig = FigureSpec()
     first_bad: dict[Any, list[str]] = {}
     colors = colors_for([m for m in (*left, *right) if m in df.columns])
@@ -131,7 +130,7 @@ def dual_axis_figure(
                 with_markers=metric in markers,
                 schedule=is_schedule(metric) and metric not in markers,
             )
-            bad_x = add_metric(fig, df, xa, plot, filters, options.n_out, data.cache_key)
+            bad_x = add_metric(fig, series, xa, plot, filters, options.n_out, data.cache_key)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
     for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
@@ -219,7 +218,7 @@ def memory_figure(
     ]
     gib = df[keep].copy()
     for column in columns:
-        gib[column] = float_values(df[column]) / GIB
+        gib[column] = data.series.values(column) / GIB
     return dual_axis_figure(
         data.with_frame(gib),
         columns,

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.charts.style import NONFINITE_COLOR
 
 SEVERITY_COLORS: dict[str, str] = {"info": "#17becf", "warning": "#f0a202", "error": NONFINITE_COLOR}
@@ -90,7 +91,7 @@ def _others(items: Sequence[Any]) -> list[Any]:
     return [item for item in items or () if not (item.name or "").startswith(FINDING_SHAPE_PREFIX)]
 
 
-def step_mapper(frame: pd.DataFrame, x_kind: str = "step") -> StepToX | None:
+def step_mapper(frame: pd.DataFrame | LiveSeries, x_kind: str = "step") -> StepToX | None:
     """A step -> x function for a chart of ``frame`` drawn against ``x_kind``; None for the step axis.
 
     A step is placed at the first logged row at or after it (the last row for a later step), so a
@@ -98,10 +99,9 @@ def step_mapper(frame: pd.DataFrame, x_kind: str = "step") -> StepToX | None:
     """
     if x_kind == "step":
         return None
-    from monitor_cb.analysis.series import x_axis
-
-    xa = x_axis(frame, x_kind)
-    steps = frame["step"].to_numpy()
+    series = LiveSeries.of(frame)
+    xa = series.x_axis(x_kind)
+    steps = series.steps()
     values = xa.values
     ok = ~pd.isna(values) if xa.is_datetime else np.isfinite(np.asarray(values, dtype=float))
     steps, values = steps[ok], values[ok]

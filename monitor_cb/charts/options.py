@@ -20,6 +20,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from monitor_cb.analysis.downsample import DEFAULT_N_OUT
+from monitor_cb.analysis.live_series import LiveSeries
 
 # A threshold is an upper bound, or (lower, upper) with None for "no bound on that side".
 Threshold = float | tuple[float | None, float | None]
@@ -87,6 +88,9 @@ class ChartData:
         other_ranks: for one rank's frame of a multi-rank run, metric -> the other ranks' logged
             NaN/±inf cells (``RunStore.nonfinite(run_id, metric).excluding(rank)``): marked on the drawn
             curve at their step, as a merged frame's other ranks are.
+        series: the frame's column arrays (:class:`~monitor_cb.analysis.live_series.LiveSeries`), each
+            built once and shared by every figure of a refresh; made from ``frame`` and ``logged`` when
+            not given (then shared by the traces of this one figure).
     """
 
     frame: pd.DataFrame
@@ -95,6 +99,11 @@ class ChartData:
     rank: int | None = None
     cache_key: Any = None
     other_ranks: Mapping[str, Any] | None = field(default=None, repr=False)
+    series: LiveSeries = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.series is None:
+            object.__setattr__(self, "series", LiveSeries(self.frame, self.logged))
 
     @classmethod
     def of(cls, data: ChartData | pd.DataFrame) -> ChartData:
@@ -104,7 +113,7 @@ class ChartData:
     def with_frame(self, frame: pd.DataFrame, logged: Masks = None) -> ChartData:
         """The same selection over another frame with the same rows (e.g. values converted to GiB)."""
         logged = logged if logged is not None else self.logged
-        return ChartData(frame, logged, self.rows, self.rank, self.cache_key, self.other_ranks)
+        return ChartData(frame, logged, self.rows, self.rank, self.cache_key, self.other_ranks)  # a new series
 
 
 def _frozen(threshold: Any) -> Threshold:

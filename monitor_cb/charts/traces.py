@@ -14,7 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from monitor_cb.analysis.downsample import downsample_indices
-from monitor_cb.analysis.series import XAxis, float_values, logged_rows
+from monitor_cb.analysis.live_series import LiveSeries
+from monitor_cb.analysis.live_series import valid_x as valid_x
+from monitor_cb.analysis.series import XAxis
 from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.axes import pin_constant_axes
@@ -88,10 +90,11 @@ class Ranks:
     chosen: float | None = None
 
     @classmethod
-    def of(cls, df: pd.DataFrame, rank: int | None) -> Ranks:
-        if "rank" not in df.columns or len(df) == 0:
+    def of(cls, df: pd.DataFrame | LiveSeries, rank: int | None) -> Ranks:
+        series = LiveSeries.of(df)
+        if not series.has("rank") or len(series) == 0:
             return cls(None, None)
-        ranks = float_values(df["rank"])
+        ranks = series.values("rank")
         if not np.isfinite(ranks).any():
             return cls(None, None)
         lowest, highest = np.nanmin(ranks), np.nanmax(ranks)  # cheaper than np.unique on 1M rows
@@ -113,7 +116,7 @@ class RowFilter:
 
 def add_metric(
     fig: Figureish,
-    df: pd.DataFrame,
+    df: pd.DataFrame | LiveSeries,
     xa: XAxis,
     plot: MetricPlot,
     filters: RowFilter,
@@ -126,8 +129,10 @@ def add_metric(
     series are kept in :data:`SERIES_CACHE` and only extended on the next call: a live refresh
     then costs the new rows, not the run's length. A long series is then downsampled block by
     block (:func:`~monitor_cb.analysis.series_cache.block_downsample`): the same spikes and
-    non-finite points, and the same figure as a fresh cache would give.
+    non-finite points, and the same figure as a fresh cache would give. ``df`` may be the refresh's
+    :class:`~monitor_cb.analysis.live_series.LiveSeries`, whose arrays every figure shares.
     """
+    df = df if isinstance(df, LiveSeries) else LiveSeries(df, filters.logged)
     selected = _select(df, xa, plot.metric, filters)
     if selected is None:
         return None
@@ -211,30 +216,19 @@ def _downsampled(key: Any, xv: np.ndarray, y: np.ndarray, n_out: int, max_nonfin
 
 
 def _select(
-    df: pd.DataFrame, xa: XAxis, metric: str, filters: RowFilter
+    series: LiveSeries, xa: XAxis, metric: str, filters: RowFilter
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None] | None:
-    """x, y, step of the drawn rank's rows where ``metric`` was logged and x is valid, sorted by x,
-    and which of them lie in the drawn range."""
-    y = float_values(df[metric])
-    xv = xa.values
-    steps = df["step"].to_numpy() if "step" in df.columns else None
-    draw = filters.draw
-    keep = logged_rows(df, metric, filters.logged) & valid_x(xv)
-    if filters.ranks.mask is not None:
-        keep &= filters.ranks.mask
-    if not keep.all():  # copying 1M rows costs milliseconds: only when some rows drop out
-        picked = np.flatnonzero(keep)
-        xv, y = xv[picked], y[picked]
-        steps = steps[picked] if steps is not None else None
-        draw = draw[picked] if draw is not None else None
-    if y.size == 0:
+    """x, y, step of the drawn rank's rows where ``metric`` was logged and x is valid, sorted by x
+    (built once per refresh by the series), and which of them lie in the drawn range."""
+    sel = series.selection(metric, xa, filters.ranks.mask, filters.ranks.chosen)
+    if len(sel) == 0:
         return None
-    if not _non_decreasing(xv):  # wall time can step back after a clock change
-        order = np.argsort(xv, kind="stable")
-        xv, y = xv[order], y[order]
-        steps = steps[order] if steps is not None else None
-        draw = draw[order] if draw is not None else None
-    return xv, y, steps, (None if draw is None or draw.all() else draw)
+    draw = filters.draw
+    if draw is not None and sel.rows is not None:
+        draw = draw[sel.rows]
+    if draw is not None and sel.order is not None:
+        draw = draw[sel.order]
+    return sel.x, sel.y, sel.steps, (None if draw is None or draw.all() else draw)
 
 
 @dataclass(frozen=True)
@@ -269,7 +263,7 @@ class BadPoints:
     @classmethod
     def of_other_ranks(
         cls,
-        df: pd.DataFrame,
+        df: LiveSeries,
         xa: XAxis,
         plot: MetricPlot,
         filters: RowFilter,
@@ -281,8 +275,8 @@ class BadPoints:
         ranks = filters.ranks
         if ranks.mask is None or ranks.ranks is None:
             return cls(xa.values[:0], np.empty(0), [])
-        y_all = float_values(df[plot.metric])
-        other = ~ranks.mask & ~np.isfinite(y_all) & logged_rows(df, plot.metric, filters.logged)
+        y_all = df.values(plot.metric)
+        other = ~ranks.mask & ~np.isfinite(y_all) & df.logged(plot.metric)
         other &= valid_x(xa.values)
         if filters.draw is not None:
             other &= filters.draw
@@ -298,7 +292,7 @@ class BadPoints:
             anchor = drawn_y[good[np.maximum(before, 0)]]
         else:
             anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
-        steps = df["step"].to_numpy()[rows] if "step" in df.columns else x_other
+        steps = df.steps()[rows] if df.has("step") else x_other
         text = [
             f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
             for v, s, r in zip(y_all[rows], steps, ranks.ranks[rows], strict=True)
@@ -481,16 +475,6 @@ def _anchor_values(y: np.ndarray, bad: np.ndarray, log: bool) -> np.ndarray:
     before = np.searchsorted(good, bad) - 1  # bad positions are never in good
     source = good[np.where(before >= 0, before, 0)]
     return y[source]
-
-
-def valid_x(values: np.ndarray) -> np.ndarray:
-    if np.issubdtype(values.dtype, np.datetime64):
-        return ~np.isnat(values)
-    return np.isfinite(values.astype(np.float64, copy=False))
-
-
-def _non_decreasing(values: np.ndarray) -> bool:
-    return bool(np.all(values[1:] >= values[:-1]))
 
 
 def _bounds(threshold: Threshold | None) -> tuple[float | None, float | None]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, RunLike, format_age
 
 # A running run whose last write is older than this many typical record intervals looks stale.
@@ -35,40 +36,25 @@ class Kpis:
     steps_per_s: float | None = None
 
 
-def _last_value(df: pd.DataFrame, column: str) -> float | None:
-    """The last non-missing value of ``column`` (NaN counts when it was logged as NaN and is last)."""
-    if column not in df.columns or len(df) == 0:
-        return None
-    values = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
-    # A NaN in a sparse column usually means "not logged here"; the last finite value is what the
-    # tile should say, except that a non-finite tail (the run diverged) must show as such.
-    finite = np.flatnonzero(np.isfinite(values))
-    if finite.size == 0:
-        return float(values[-1]) if np.isinf(values[-1]) else None
-    last_finite = int(finite[-1])
-    tail = values[last_finite + 1 :]
-    if tail.size and np.isinf(tail).any():
-        return float(tail[np.isinf(tail)][-1])
-    return float(values[last_finite])
-
-
-def steps_per_second(df: pd.DataFrame, window: int = 50) -> float | None:
+def steps_per_second(df: pd.DataFrame | LiveSeries, window: int = 50) -> float | None:
     """Recent training speed from the last ``window`` records, None when it cannot be told."""
-    if len(df) < 2 or "t" not in df.columns:
+    series = LiveSeries.of(df)
+    if len(series) < 2 or not series.has("t"):
         return None
-    tail = df.iloc[-window:]
-    dt = float(tail["t"].iloc[-1] - tail["t"].iloc[0])
-    ds = float(tail["step"].iloc[-1] - tail["step"].iloc[0])
+    t, steps = series.values("t")[-window:], series.steps()[-window:]
+    dt = float(t[-1] - t[0])
+    ds = float(steps[-1] - steps[0])
     if dt <= 0 or ds <= 0:
         return None
     return ds / dt
 
 
-def typical_interval(df: pd.DataFrame, window: int = 50) -> float | None:
+def typical_interval(df: pd.DataFrame | LiveSeries, window: int = 50) -> float | None:
     """Median seconds between the last ``window`` records, None with fewer than 2 records."""
-    if len(df) < 2 or "t" not in df.columns:
+    series = LiveSeries.of(df)
+    if len(series) < 2 or not series.has("t"):
         return None
-    t = df["t"].to_numpy(dtype=np.float64)[-window:]
+    t = series.values("t")[-window:]
     gaps = np.diff(t)
     gaps = gaps[np.isfinite(gaps) & (gaps > 0)]
     return float(np.median(gaps)) if gaps.size else None
@@ -87,45 +73,27 @@ def is_stale(status: str, age_s: float | None, interval_s: float | None) -> bool
 KPI_COLUMNS = ("epoch", "loss", "lr", "throughput", "grad_norm")
 
 
-def _kpi_value(df: pd.DataFrame, column: str, logged: Mapping[str, np.ndarray] | None) -> float | None:
-    """The value a tile shows: the last logged one (a NaN when NaN was logged last) given a mask."""
-    if column not in df.columns:
-        return None
-    # Look at the newest rows first: on a 1M-row run the value is almost always among them.
-    for start in (max(0, len(df) - _KPI_TAIL), 0):
-        tail = df.iloc[start:]
-        if logged is not None and column in logged:
-            from monitor_cb.analysis.series import latest
+def compute_kpis(
+    df: pd.DataFrame | LiveSeries, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None
+) -> Kpis:
+    """The KPI row for a run frame (``step``, ``t``, metric columns), or its refresh's
+    :class:`~monitor_cb.analysis.live_series.LiveSeries`, and its ``RunInfo``.
 
-            found = latest(tail, column, {column: np.asarray(logged[column])[start:]})
-            value = None if found is None else found[1]
-        else:
-            value = _last_value(tail, column)
-        if value is not None or start == 0:
-            return value
-    return None  # pragma: no cover - the loop returns at start == 0
-
-
-_KPI_TAIL = 4096
-
-
-def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None) -> Kpis:
-    """The KPI row for a run frame (``step``, ``t``, metric columns) and its ``RunInfo``.
-
-    ``logged`` holds "was logged" masks (``RunFrame.masks``) for :data:`KPI_COLUMNS`; with a
-    mask a logged NaN shows as NaN, without one a trailing NaN is taken for "not logged here".
+    ``logged`` holds "was logged" masks (``RunFrame.masks``) for :data:`KPI_COLUMNS` (a series has its
+    own); with a mask a logged NaN shows as NaN, without one a trailing NaN is taken for "not logged here".
     """
+    series = df if isinstance(df, LiveSeries) else LiveSeries(df, logged)
     meta = run.meta or {}
     total = _as_int(meta.get("total_steps"))
-    step = int(df["step"].iloc[-1]) if len(df) else run.last_step
-    speed = steps_per_second(df)
+    step = int(series.steps()[-1]) if len(series) else run.last_step
+    speed = steps_per_second(series)
     eta = None
     if total and step is not None and speed and run.status in ACTIVE_STATUSES and step < total:
         eta = (total - step) / speed
-    epoch_value = _kpi_value(df, "epoch", logged)
+    epoch_value = series.last_value("epoch")
     start = _as_float(meta.get("first_start_time")) or _as_float(meta.get("start_time"))
-    if start is None and len(df) and "t" in df.columns:
-        start = float(df["t"].iloc[0])
+    if start is None and len(series) and series.has("t"):
+        start = float(series.values("t")[0])
     end = now if run.status in ACTIVE_STATUSES else (_as_float(meta.get("end_time")) or run.last_write)
     elapsed = end - start if start is not None and end is not None else None
     age = now - run.last_write if run.last_write else None
@@ -134,13 +102,13 @@ def compute_kpis(df: pd.DataFrame, run: RunLike, now: float, logged: Mapping[str
         total_steps=total,
         eta_s=eta,
         epoch=int(epoch_value) if epoch_value is not None and math.isfinite(epoch_value) else None,
-        loss=_kpi_value(df, "loss", logged),
-        lr=_kpi_value(df, "lr", logged),
-        throughput=_kpi_value(df, "throughput", logged),
-        grad_norm=_kpi_value(df, "grad_norm", logged),
+        loss=series.last_value("loss"),
+        lr=series.last_value("lr"),
+        throughput=series.last_value("throughput"),
+        grad_norm=series.last_value("grad_norm"),
         elapsed_s=elapsed,
         age_s=age,
-        stale=is_stale(run.status, age, typical_interval(df)),
+        stale=is_stale(run.status, age, typical_interval(series)),
         steps_per_s=speed,
     )
 

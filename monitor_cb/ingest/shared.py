@@ -118,6 +118,13 @@ class Background:
         with self._lock:
             return name in self._queued or (self._running is not None and self._running[0] == name)
 
+    def wait(self, name: Hashable, timeout: float) -> bool:
+        """Block until nothing for ``name`` is queued or running; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: name not in self._queued and (self._running is None or self._running[0] != name), timeout
+            )
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until nothing is queued or running (tests, benchmarks); False on timeout."""
         with self._lock:

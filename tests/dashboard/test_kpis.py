@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor_cb.dashboard.kpis import _kpi_value, _last_value, compute_kpis, format_count, format_value, nan_banner
+from monitor_cb.analysis.live_series import LiveSeries
+from monitor_cb.dashboard.kpis import compute_kpis, format_count, format_value, nan_banner
 from tests.dashboard.helpers import FakeRun, frame
 
 
@@ -38,7 +39,7 @@ def test_kpis_show_a_nonfinite_tail_and_skip_gaps() -> None:
     df = pd.DataFrame({"step": [1, 2, 3], "t": [1.0, 2.0, 3.0], "loss": loss, "eval_acc": [np.nan, 0.5, np.nan]})
     k = compute_kpis(df, FakeRun("r"), now=4.0)
     assert k.loss == math.inf and format_value(k.loss) == "inf"
-    assert _last_value(df, "eval_acc") == 0.5
+    assert LiveSeries(df).last_value("eval_acc") == 0.5
     assert compute_kpis(df.iloc[:0], FakeRun("r", last_step=None), now=4.0).loss is None
 
 
@@ -53,9 +54,9 @@ def test_kpi_of_a_column_last_logged_long_ago() -> None:
     eval_loss = np.full(n, np.nan)
     eval_loss[100] = 0.7  # logged once, long before the newest rows
     df = frame(n, eval_loss=eval_loss)
-    assert _kpi_value(df, "eval_loss", None) == 0.7
-    assert _kpi_value(df, "eval_loss", {"eval_loss": ~np.isnan(eval_loss)}) == 0.7
-    assert _kpi_value(df, "missing", None) is None
+    assert LiveSeries(df).last_value("eval_loss") == 0.7
+    assert LiveSeries(df, {"eval_loss": ~np.isnan(eval_loss)}).last_value("eval_loss") == 0.7
+    assert LiveSeries(df).last_value("missing") is None
 
 
 @pytest.mark.parametrize(

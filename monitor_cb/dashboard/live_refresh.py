@@ -1,0 +1,128 @@
+"""One live refresh, computed once for every viewer: the run read -> its series -> tiles, banner, figures.
+
+The data goes down the layers once: :class:`~monitor_cb.analysis.live_series.LiveSeries` extracts
+each column, mask and x axis the refresh needs from the run read (``store.read`` -> ``RunFrame``),
+and the tiles, the NaN banner and every chart read those arrays.
+
+Thirty people watching one run ask for the same figures of the same data version. A
+:class:`LiveShared` (one per store and server process) keeps, in
+:class:`~monitor_cb.ingest.shared.SharedResults`, the series per data version and the finished
+figures per (data version, chart settings, zoom, findings): the first viewer to ask computes them,
+the others reuse them, and a viewer whose run has no new data does no chart work at all. The
+figures are :class:`~monitor_cb.charts.prepared.PreparedFigure`, whose plotly dict is built once
+too. Only the tiles (their clock-dependent "elapsed" and "since update") are made per viewer.
+
+Diagnosis takes seconds on a long run, so it runs in :class:`~monitor_cb.ingest.shared.Background`
+(``LiveShared.background``), off the request path: see ``pages/_findings.run_findings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from monitor_cb.analysis.live_series import LiveSeries
+from monitor_cb.charts.findings import add_findings, step_mapper
+from monitor_cb.charts.notes import add_note, grad_norm_note
+from monitor_cb.charts.prepared import PreparedFigure
+from monitor_cb.dashboard.findings_view import finding_key
+from monitor_cb.dashboard.kpis import Kpis, compute_kpis, nan_banner
+from monitor_cb.dashboard.live import ChartSettings, figures_key, live_figures
+from monitor_cb.dashboard.zoom import ZoomState
+from monitor_cb.ingest.shared import Background, SharedResults
+
+# Series of the newest data versions (each a few arrays of the run's length); figures per settings and zoom.
+SERIES_ENTRIES = 4
+FIGURE_ENTRIES = 32
+
+
+class LiveShared:
+    """What the viewers of one store share: series and figures by key, and the background worker."""
+
+    def __init__(self, series_entries: int = SERIES_ENTRIES, figure_entries: int = FIGURE_ENTRIES) -> None:
+        self.series = SharedResults(series_entries)
+        self.figures = SharedResults(figure_entries)
+        self.background = Background()
+
+
+@dataclass(frozen=True)
+class LiveRequest:
+    """What a refresh draws besides the data: the chart settings and zoom, and what is marked on the charts.
+
+    Attributes:
+        settings: the chart controls.
+        zoom: the session's zoom and hidden legend entries.
+        findings: diagnosis findings drawn on every chart.
+        other_ranks: one rank drawn of a multi-rank run: metric -> the other ranks' NaN/±inf cells.
+        series_key: (root, run id): lets the charts extend the cached smoothing and downsampling.
+    """
+
+    settings: ChartSettings
+    zoom: ZoomState
+    findings: tuple[Any, ...] = ()
+    other_ranks: Mapping[str, Any] | None = None
+    series_key: Hashable = None
+
+    def key(self, data: Any) -> tuple[Any, ...]:
+        """Equal keys give equal figures: the data read, settings, zoom, findings, other ranks' marks."""
+        others = tuple(sorted((m, len(c)) for m, c in (self.other_ranks or {}).items()))
+        return (
+            figures_key(data, self.settings, self.zoom),
+            tuple(finding_key(f) for f in self.findings),
+            others,
+            self.series_key,
+        )
+
+
+@dataclass(frozen=True)
+class LiveData:
+    """What one refresh shows."""
+
+    run: Any
+    kpis: Kpis
+    banner: str | None
+    figures: dict[str, Any]
+    empty: bool
+    findings: tuple[Any, ...] = ()
+
+
+def series_of(data: Any, shared: LiveShared | None = None) -> LiveSeries:
+    """The run read's series: one per data version for every viewer when ``shared`` is given."""
+    if shared is None or getattr(data, "key", None) is None:
+        return LiveSeries.of(data)
+    return shared.series.get(("series", data.key), lambda: LiveSeries.of(data))  # type: ignore[no-any-return]
+
+
+def build_figures(series: LiveSeries, run: Any, request: LiveRequest) -> dict[str, PreparedFigure]:
+    """The refresh's figures from its series: panels, the gradient-norm note, findings; each prepared."""
+    settings = request.settings
+    figures = live_figures(
+        series, settings, request.zoom, None, f"{run.id}|{settings.x}", request.series_key, request.other_ranks or None
+    )
+    note = grad_norm_note(series.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
+    if note:  # the chart says why it shows throughput only, and how to get the norm
+        add_note(figures["speed_grad"], note)
+    if request.findings:  # diagnosis findings as lines / bands on every chart
+        to_x = step_mapper(series, settings.x)
+        for fig in figures.values():
+            add_findings(fig, request.findings, to_x)
+    return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
+
+
+def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveShared | None = None) -> LiveData:
+    """Everything one refresh shows, computed without Streamlit (the benchmarks time this).
+
+    With ``shared``, the series and the figures come from the viewers' shared results: a refresh of
+    a run with no new records (or one another viewer already drew) builds no figure.
+    """
+    series = series_of(data, shared)
+    if len(series) == 0:
+        return LiveData(run, compute_kpis(series, run, now), None, {}, True)
+    kpis = compute_kpis(series, run, now)
+    banner = nan_banner(series.first_nonfinite("loss"), "loss", now) if series.has("loss") else None
+    if shared is None:
+        figures = build_figures(series, run, request)
+    else:
+        figures = shared.figures.get(("figures", request.key(data)), lambda: build_figures(series, run, request))
+    return LiveData(run, kpis, banner, figures, False, tuple(request.findings))

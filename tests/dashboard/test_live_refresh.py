@@ -1,0 +1,85 @@
+"""live_refresh: one computation of a refresh's series and figures for every viewer of the same data and settings."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import plotly.io
+
+from monitor_cb.charts.prepared import PreparedFigure
+from monitor_cb.dashboard.live import ChartSettings
+from monitor_cb.dashboard.live_refresh import LiveRequest, LiveShared, process
+from monitor_cb.dashboard.zoom import ZoomState
+from monitor_cb.ingest import RunStore
+from tests.app.conftest import write_run
+
+
+def request(**settings: object) -> LiveRequest:
+    return LiveRequest(ChartSettings(**settings), ZoomState())  # type: ignore[arg-type]
+
+
+def test_viewers_of_the_same_data_share_one_computation(tmp_path: Path) -> None:
+    write_run(tmp_path, "r", steps=300, close=None)
+    store, shared = RunStore(tmp_path), LiveShared()
+    run = store.run_info("r")
+    first = process(run, store.read("r"), request(), 100.0, shared)
+    again = process(run, store.read("r"), request(), 101.0, shared)  # another viewer, or a refresh with no new data
+    assert shared.figures.computed == 1 and shared.series.computed == 1
+    assert again.figures is first.figures
+    assert again.kpis.elapsed_s != first.kpis.elapsed_s, "the clock-dependent tiles are each viewer's own"
+    process(run, store.read("r"), request(smoothing=0.9), 102.0, shared)  # other settings: other figures
+    assert shared.figures.computed == 2 and shared.series.computed == 1
+
+
+def test_new_records_give_new_figures(tmp_path: Path) -> None:
+    writer = write_run(tmp_path, "r", steps=300, close=None)
+    store, shared = RunStore(tmp_path), LiveShared()
+    run = store.run_info("r")
+    before = process(run, store.read("r"), request(), 100.0, shared)
+    writer.log_at(1e9, step=301, loss=0.05)
+    writer.flush()
+    after = process(store.run_info("r"), store.read("r"), request(), 101.0, shared)
+    assert shared.figures.computed == 2 and shared.series.computed == 2
+    assert after.kpis.step == 301 and before.kpis.step == 300
+
+
+def test_concurrent_viewers_compute_once(tmp_path: Path) -> None:
+    write_run(tmp_path, "r", steps=2000, close=None)
+    store, shared = RunStore(tmp_path), LiveShared()
+    run = store.run_info("r")
+    start = threading.Barrier(8)
+    results = []
+
+    def viewer() -> None:
+        data = store.read("r")
+        start.wait()
+        results.append(process(run, data, request(), 100.0, shared))
+
+    threads = [threading.Thread(target=viewer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 8
+    assert shared.figures.computed == 1 and shared.series.computed == 1
+    assert all(r.figures is results[0].figures for r in results)
+
+
+def test_figures_are_prepared_once_and_draw_the_same(tmp_path: Path) -> None:
+    write_run(tmp_path, "r", steps=300, close=None)
+    store = RunStore(tmp_path)
+    run = store.run_info("r")
+    shared = process(run, store.read("r"), request(), 100.0, LiveShared())
+    alone = process(run, store.read("r"), request(), 100.0)
+    for key, fig in shared.figures.items():
+        assert isinstance(fig, PreparedFigure)
+        assert fig.to_dict() is fig.to_dict(), "the dict is built once, not copied per viewer"
+        assert plotly.io.to_json(fig, validate=False) == plotly.io.to_json(alone.figures[key], validate=False)
+
+
+def test_an_empty_run_builds_no_figure(tmp_path: Path) -> None:
+    write_run(tmp_path, "r", steps=0, close=None)
+    store, shared = RunStore(tmp_path), LiveShared()
+    live = process(store.run_info("r"), store.read("r"), request(), 100.0, shared)
+    assert live.empty and not live.figures and shared.figures.computed == 0
