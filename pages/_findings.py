@@ -15,9 +15,11 @@ _findings.toast_new(run.id, findings)                         # a toast per find
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -61,9 +63,15 @@ def current_settings(root: str | os.PathLike[str]) -> DiagnosisSettings:
 
 
 def run_findings(
-    run: Any, data: RunFrame | None, root: str | os.PathLike[str], *, now: float | None = None, store: Any = None
+    run: Any,
+    data: RunFrame | None,
+    root: str | os.PathLike[str],
+    *,
+    now: float | None = None,
+    store: Any = None,
+    shared: Any = None,
 ) -> list[Any]:
-    """``diagnose`` for one run, remembered per browser session until its data, status or settings change.
+    """``diagnose`` for one run, remembered until its data, status or settings change.
 
     Args:
         run: its ``RunInfo`` (``id``, ``status``, ``last_write``).
@@ -71,6 +79,11 @@ def run_findings(
             (``store.read(run.id, rank=r)``, with ``store``): that rank is diagnosed, and the ranks
             side by side from the store's aggregates (:func:`monitor_cb.dashboard.live.rank_findings`).
         root: the log root, whose saved thresholds apply.
+        shared: the viewers' :class:`monitor_cb.dashboard.live_refresh.LiveShared`: diagnosis then runs in
+            its background worker, once for every viewer, and this returns the latest findings there are
+            (of an earlier data version while the newest is diagnosed); only a run never diagnosed
+            before waits for its first findings, at most :data:`FIRST_WAIT_S`. Without it, the
+            findings are computed here and remembered per browser session.
     """
     from monitor_cb.dashboard.live import rank_findings, ranks_version
     from monitor_cb.diagnosis import diagnose
@@ -82,20 +95,51 @@ def run_findings(
     across = store is not None and data.rank is not None
     version = (data.key, ranks_version(store, run.id)) if across else data.key
     key = findings_cache_key(run.id, version, settings, status=run.status, now=now)
+
+    def compute() -> Diagnosed:
+        started = time.perf_counter()
+        found = diagnose(data.frame, settings, status=run.status, now=now, last_write=run.last_write, logged=data.masks)
+        if across:
+            found = rank_findings(store, run.id, data.rank, found, settings)
+        return Diagnosed(list(found), now, time.perf_counter() - started)
+
+    if shared is not None:
+        return _background_findings(shared.background, (str(root), run.id, data.rank), key, now, compute)
     cache = st.session_state.setdefault(CACHE_KEY, {})
     hit = cache.get(run.id)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    if hit is not None and hit[0][2:4] == key[2:4] and now - hit[2] < max(2.0, 20 * hit[3]):
-        # Same settings and status, only new records: re-diagnose at most every 20x its own cost
-        # (a 1M-row run takes ~0.4 s), so a 1 s refresh is not spent on detectors.
-        return hit[1]
-    started = time.perf_counter()
-    findings = diagnose(data.frame, settings, status=run.status, now=now, last_write=run.last_write, logged=data.masks)
-    if across:
-        findings = rank_findings(store, run.id, data.rank, findings, settings)
-    cache[run.id] = (key, findings, now, time.perf_counter() - started)
-    return findings
+    if hit is not None and (hit[0] == key or _recent(hit[0], key, hit[1], now)):
+        return hit[1].findings
+    result = compute()
+    cache[run.id] = (key, result)
+    return result.findings
+
+
+FIRST_WAIT_S = 10.0  # a run never diagnosed in this server waits this long for its first findings
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """Findings and when (``now``) and at what cost (seconds) they were computed."""
+
+    findings: list[Any]
+    at: float
+    cost_s: float
+
+
+def _recent(old_key: tuple[Any, ...], key: tuple[Any, ...], old: Diagnosed, now: float) -> bool:
+    """Same settings and status, only new records: re-diagnose at most every 20x its own cost
+    (a 1M-row run takes ~0.4 s), so a 1 s refresh is not spent on detectors."""
+    return old_key[2:4] == key[2:4] and now - old.at < max(2.0, 20 * old.cost_s)
+
+
+def _background_findings(background: Any, name: Any, key: tuple[Any, ...], now: float, compute: Any) -> list[Any]:
+    done = background.result(name)
+    if done is None or (done.key != key and not _recent(done.key, key, done.value, now)):
+        background.submit(name, key, compute)
+    if done is None:  # never diagnosed: the first findings are worth a short wait
+        background.wait(name, FIRST_WAIT_S)
+        done = background.result(name)
+    return list(done.value.findings) if done is not None else []
 
 
 # ----------------------------------------------------------------------------- showing them
@@ -117,7 +161,20 @@ def alert_panel(findings: Sequence[Any], *, limit: int = 5, title: str | None = 
     if len(boxed) < len(ordered):
         with st.expander(f"All {len(ordered)} findings" if boxed else f"{len(ordered)} note(s)"):
             # table cells are plain text, never Markdown or HTML
-            st.dataframe(pd.DataFrame(alert_rows(ordered)), hide_index=True, width="stretch")
+            st.dataframe(findings_table(ordered), hide_index=True, width="stretch")
+
+
+def findings_table(ordered: Sequence[Any]) -> Any:
+    """The table of findings as Arrow, made once for every viewer of the same findings (a refresh of
+    thirty viewers no longer converts the same frame thirty times)."""
+    return _arrow_table(tuple(tuple(row.items()) for row in alert_rows(ordered)))
+
+
+@functools.lru_cache(maxsize=16)
+def _arrow_table(rows: tuple[tuple[tuple[str, Any], ...], ...]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(pd.DataFrame([dict(row) for row in rows]), preserve_index=False)
 
 
 def box_text(finding: Any) -> str:

@@ -53,6 +53,19 @@ def _store(root: str) -> Any:
     return RunStore(root)
 
 
+@st.cache_resource(show_spinner=False)
+def _live_shared(root: str) -> Any:
+    from monitor_cb.dashboard.live_refresh import LiveShared
+
+    return LiveShared()
+
+
+def live_shared(root: str) -> Any:
+    """What every viewer of the root's runs shares (one per log root and server process): the series and
+    figures per data version and settings, and the background worker that diagnoses runs."""
+    return _live_shared(root)
+
+
 def get_store(root: str) -> Any:
     """One RunStore per log root and server process; it polls files incrementally and is thread-safe."""
     try:

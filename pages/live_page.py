@@ -1,9 +1,11 @@
 """The live page: one run's KPIs and charts, redrawn by a fragment while the rest of the page stays put.
 
 Flow: ``sidebar()`` picks the run and the refresh interval -> ``chart_controls()`` reads the chart
-settings -> a fragment (``st.fragment(run_every=...)``) re-reads the run, builds the figures with
-``monitor_cb.dashboard.live.live_figures`` and draws them. Only the fragment reruns on each tick (about a tenth
-of the bytes of a full-page rerun); any widget change reruns the page.
+settings -> a fragment (``st.fragment(run_every=...)``) re-reads the run and draws what
+``monitor_cb.dashboard.live_refresh.process`` made of it (tiles, banner, figures: computed once for
+every viewer of the same data and settings). Only the fragment reruns on each tick (about a tenth of
+the bytes of a full-page rerun); any widget change reruns the page. A run whose first read is long
+(a big file, no cache yet) shows a progress bar until it is read; the sidebar stays usable.
 
 Zoom: see ``pages/_zoom.py``. The zoom is a step range in session state (the "Steps" inputs above
 the charts); a drag in a chart sets it, a double-click resets it, and each redraw re-applies it.
@@ -12,26 +14,21 @@ the charts); a drag in a chart sets it, a double-click resets it, and each redra
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from monitor_cb.charts.findings import add_findings, step_mapper
-from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.findings_view import finding_key
-from monitor_cb.dashboard.kpis import Kpis, compute_kpis, format_count, format_value, nan_banner
+from monitor_cb.dashboard.kpis import Kpis, format_count, format_value
 from monitor_cb.dashboard.live import (
     N_OUT_CHOICES,
     ChartSettings,
     drawn_rank,
-    figures_key,
-    live_figures,
     other_rank_cells,
 )
+from monitor_cb.dashboard.live_refresh import LiveData, LiveRequest, process
 from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS
 from monitor_cb.dashboard.runlist import format_age, format_duration
 from monitor_cb.dashboard.thresholds import parse_thresholds
@@ -46,7 +43,6 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
-FIGURE_CACHE = "live_figures"
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
 
 
@@ -63,6 +59,9 @@ def live_page() -> None:
     demo_sidebar(root, store)
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
+        st.stop()
+    if store.load_progress(selection.run.id) is not None:
+        loading_fragment(store, selection.run.id)  # the sidebar is drawn: another run can be picked meanwhile
         st.stop()
     data = read_run(store, selection.run.id, selection.run.ranks)
     frame = data.frame if data is not None else None
@@ -81,12 +80,38 @@ def sidebar_state(runs: Any, root: Any) -> tuple[frozenset[tuple[str, str]], boo
     return frozenset((r.id, r.status) for r in runs), demo_running(root)
 
 
+# ----------------------------------------------------------------------------- first read
+LOADING_REFRESH_S = 0.5
+
+
+def loading_fragment(store: Any, run_id: str) -> None:
+    """A progress bar (bytes and rows read) while the run's first read runs in the background; the page
+    reruns once it is done."""
+
+    def body() -> None:
+        progress = store.load_progress(run_id)
+        if progress is None:
+            st.rerun(scope="app")
+        st.progress(progress.fraction, text=loading_text(progress))
+
+    st.fragment(run_every=LOADING_REFRESH_S)(body)()
+
+
+def loading_text(progress: Any) -> str:
+    """``"Reading the run: 120.4 of 250.0 MB, 480,000 rows so far"``."""
+    return (
+        f"Reading the run: {progress.bytes_read / 1e6:.1f} of {progress.bytes_total / 1e6:.1f} MB, "
+        f"{progress.rows:,} rows so far"
+    )
+
+
 # ----------------------------------------------------------------------------- settings
-def read_run(store: Any, run_id: str, ranks: tuple[int, ...] = ()) -> RunFrame | None:
+def read_run(store: Any, run_id: str, ranks: tuple[int, ...] = (), max_age: float = 0.0) -> RunFrame | None:
     """The run's frame and masks (of its lowest rank when it has several: the charts draw that rank, the
-    others are aggregated at ingest), or None when its files vanished between listing and reading."""
+    others are aggregated at ingest), or None when its files vanished between listing and reading.
+    ``max_age``: rows another session read at most this many seconds ago are shown without reading again."""
     try:
-        return store.read(run_id, rank=drawn_rank(ranks))
+        return store.read(run_id, rank=drawn_rank(ranks), max_age=max_age)
     except (FileNotFoundError, KeyError):
         return None
 
@@ -184,16 +209,11 @@ def zoom_state() -> ZoomState:
 
 
 # ----------------------------------------------------------------------------- the live part
-@dataclass(frozen=True)
-class LiveData:
-    """What one refresh shows."""
-
-    run: Any
-    kpis: Kpis
-    banner: str | None
-    figures: dict[str, Any]
-    empty: bool
-    findings: tuple[Any, ...] = ()
+# What a refresh shares with the other viewers' refreshes: a listing of the root made less than
+# LIST_MAX_AGE_S ago, rows read less than READ_MAX_AGE_S ago. Thirty viewers at a 1 s refresh then see
+# a few data versions a second (each drawn once for all), not thirty; one viewer alone is not delayed.
+LIST_MAX_AGE_S = 1.0
+READ_MAX_AGE_S = 0.5
 
 
 def live_fragment(
@@ -224,12 +244,12 @@ def _live_body(
     columns: frozenset[str],
     about_run: Any = None,
 ) -> None:
-    listed = store.list_runs()
+    listed = store.list_runs(max_age=LIST_MAX_AGE_S)
     if sidebar_state(listed, _shared.log_root()) != known:
         st.rerun(scope="app")  # a run appeared, vanished or changed status, or the demo ended: redraw the sidebar
     runs = {r.id: r for r in listed}
     run = runs.get(run_id)
-    data = read_run(store, run_id, run.ranks) if run is not None else None
+    data = read_run(store, run_id, run.ranks, READ_MAX_AGE_S) if run is not None else None
     if run is None or data is None:
         st.error(f"The run `{escape_code(run_id)}` disappeared from the log root (deleted or moved).")
         return
@@ -237,14 +257,15 @@ def _live_body(
         st.rerun(scope="app")  # first records, or a new metric (the first eval): rebuild the controls
     if event_waiting():
         st.rerun(scope="app")  # a zoom or legend click came during this refresh: the page applies it
-    cache = st.session_state.setdefault(FIGURE_CACHE, {})
-    findings = tuple(_findings.run_findings(run, data, _shared.log_root(), store=store))
+    shared = _shared.live_shared(str(store.root))
+    findings = tuple(_findings.run_findings(run, data, _shared.log_root(), store=store, shared=shared))
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run))
     _findings.sidebar_badge(findings, where)
     _findings.toast_new(run.id, findings)
     others = other_rank_cells(store, run.id, data)
-    live = process(run, data, settings, zoom_state(), time.time(), cache, findings, (str(store.root), run.id), others)
+    request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id))
+    live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:
         ranks_section(store, run, data, settings.x, settings.smoothing)
@@ -282,50 +303,6 @@ def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetim
     if parse_x_value(a, is_datetime) > parse_x_value(b, is_datetime):  # checked by apply_zoom_event
         a, b = b, a
     return (x_kind, lo, hi, a, b)
-
-
-def process(
-    run: Any,
-    data: RunFrame,
-    settings: ChartSettings,
-    zoom: ZoomState,
-    now: float,
-    cache: dict[str, Any] | None = None,
-    findings: tuple[Any, ...] = (),
-    series_key: Any = None,
-    other_ranks: dict[str, Any] | None = None,
-) -> LiveData:
-    """Everything one refresh shows, computed without Streamlit (the benchmark times this).
-
-    With a ``cache`` (one per browser session) a refresh that finds no new records reuses the last
-    figures: no work, and Streamlit then sends only a reference to the unchanged chart message.
-    ``series_key`` (the store's root and the run id) lets the charts extend the cached smoothing
-    and downsampling of the last refresh. ``other_ranks`` (one rank of a multi-rank run drawn): the
-    other ranks' NaN/±inf cells per metric, marked on the drawn curves.
-    """
-    from monitor_cb.analysis.series import first_nonfinite
-
-    frame, logged = data.frame, data.masks
-    if len(frame) == 0:
-        return LiveData(run, compute_kpis(frame, run, now), None, {}, True)
-    kpis = compute_kpis(frame, run, now, logged)
-    banner = nan_banner(first_nonfinite(frame, "loss", logged), "loss", now) if "loss" in frame.columns else None
-    others_key = tuple(sorted((m, len(c)) for m, c in (other_ranks or {}).items()))
-    key = (figures_key(data, settings, zoom), tuple(finding_key(f) for f in findings), others_key)
-    if cache is not None and cache.get("key") == key:
-        figures = cache["figures"]
-    else:
-        figures = live_figures(frame, settings, zoom, logged, f"{run.id}|{settings.x}", series_key, other_ranks or None)
-        note = grad_norm_note(frame.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
-        if note:  # the chart says why it shows throughput only, and how to get the norm
-            add_note(figures["speed_grad"], note)
-        if findings:  # diagnosis findings as lines / bands on every chart
-            to_x = step_mapper(frame, settings.x)
-            for fig in figures.values():
-                add_findings(fig, findings, to_x)
-        if cache is not None:
-            cache.update(key=key, figures=figures)
-    return LiveData(run, kpis, banner, figures, False, findings)
 
 
 def show(data: LiveData) -> None:

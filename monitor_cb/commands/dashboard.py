@@ -37,6 +37,7 @@ SERVER_OPTIONS: dict[str, str | list[str]] = {
     "client.showErrorDetails": "none",
     "client.toolbarMode": "viewer",
     "runner.fastReruns": "true",
+    "runner.postScriptGC": "false",
     "theme.base": "light",
     "theme.primaryColor": "#1f77b4",
 }

@@ -8,6 +8,7 @@ root; anything else is refused, so a URL cannot make the store read elsewhere.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -85,6 +86,7 @@ class _Run:
         self.tensorboard: TensorBoardGroup | None = None
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
         self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
+        self.read_at = -math.inf  # time.monotonic() of the last read of its files (RunStore.read)
 
 
 class RunStore:
@@ -184,8 +186,14 @@ class RunStore:
 
     # ------------------------------------------------------------------ polling
     def poll(self) -> int:
-        """Read new records of every known run; returns how many were taken."""
-        sources = [source for run in list(self._runs.values()) for source in list(run.sources.values())]
+        """Read new records of every known run; returns how many were taken.
+
+        A run whose first read is under way in the background (:meth:`load_progress`) is left to it:
+        a listing meanwhile would otherwise read the rest of its files at once, and wait for that.
+        """
+        sources = [
+            source for run in list(self._runs.values()) if not _loading(run) for source in list(run.sources.values())
+        ]
         if self.remote is not None:  # each poll is a request or more: many in flight at once
             return sum(self.remote.map(lambda source: source.poll(), sources))
         return sum(source.poll() for source in sources)
@@ -305,7 +313,9 @@ class RunStore:
         return meta
 
     # ------------------------------------------------------------------ frames
-    def read(self, run_id: str, rank: int | None = None, *, all_segments: bool = False) -> RunFrame:
+    def read(
+        self, run_id: str, rank: int | None = None, *, all_segments: bool = False, max_age: float = 0.0
+    ) -> RunFrame:
         """The run's rows (new bytes read first) with their "was logged" masks and data version.
 
         Rows are sorted by step; for a step a resumed segment repeated, the latest segment wins.
@@ -314,11 +324,14 @@ class RunStore:
             run_id: a :attr:`RunInfo.id`.
             rank: one rank; default all ranks merged (sorted by step, then rank).
             all_segments: keep rows of earlier segments that a resume repeated.
+            max_age: when the run's files were read at most this many seconds ago (by any session),
+                their rows as read then, without reading again: thirty viewers refreshing every
+                second then see a few data versions a second, and share the work on each.
 
         Raises:
             KeyError: no such run under the root, or no such rank in it.
         """
-        return RunFrame.of(run_id, self._snapshot(run_id, rank, all_segments), rank, all_segments)
+        return RunFrame.of(run_id, self._snapshot(run_id, rank, all_segments, max_age), rank, all_segments)
 
     # ------------------------------------------------------------------ long first reads
     def load_progress(self, run_id: str) -> LoadProgress | None:
@@ -440,10 +453,12 @@ class RunStore:
             source.read_rows()
         return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
 
-    def _snapshot(self, run_id: str, rank: int | None, all_segments: bool) -> Snapshot:
+    def _snapshot(self, run_id: str, rank: int | None, all_segments: bool, max_age: float = 0.0) -> Snapshot:
         run = self._run(run_id)
-        for source in list(run.sources.values()):
-            source.read_rows()
+        if not (max_age > 0 and 0 <= time.monotonic() - run.read_at <= max_age):
+            for source in list(run.sources.values()):
+                source.read_rows()
+            run.read_at = time.monotonic()
         sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
         if rank is not None:
             sources = [s for s in sources if s.table.rank == rank]
@@ -461,6 +476,12 @@ class RunStore:
                 hit = Snapshot(merged, [(masks, len(frame)) for _, frame, masks in parts], order, version, ignored)
                 run.merged = {version: hit, **{k: v for k, v in run.merged.items() if k[0] != all_segments}}
         return hit
+
+
+def _loading(run: _Run) -> bool:
+    """Whether the run's first read runs in the background now."""
+    loader = run.loader
+    return loader is not None and loader[0].is_alive()
 
 
 def _read_in_steps(sources: list[MetricsSource]) -> None:

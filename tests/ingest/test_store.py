@@ -259,3 +259,17 @@ def test_a_recent_listing_is_shared(tmp_path: Path) -> None:
     assert store.list_runs(max_age=3600)[0].last_step == 5  # the listing of a moment ago
     assert store.list_runs()[0].last_step == 7  # a fresh one
     assert store.list_runs(max_age=3600)[0].last_step == 7
+
+
+def test_rows_read_a_moment_ago_are_shared(tmp_path: Path) -> None:
+    """read(max_age=): thirty viewers refreshing every second share a few data versions a second."""
+    (tmp_path / "run").mkdir()
+    append(tmp_path / "run" / "metrics.jsonl", records(1, 5))
+    store = RunStore(tmp_path, rescan_interval_s=0)
+    first = store.read("run")
+    append(tmp_path / "run" / "metrics.jsonl", records(6, 7))
+    shared = store.read("run", max_age=3600)
+    assert shared.key == first.key and len(shared) == 5  # rows as read a moment ago, not read again
+    fresh = store.read("run")
+    assert len(fresh) == 7 and fresh.key != first.key
+    assert store.read("run", max_age=3600).key == fresh.key

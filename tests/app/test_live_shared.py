@@ -1,0 +1,109 @@
+"""AppTests of the live page's shared work: two browser sessions on one run compute its figures and findings
+once, a refresh with no new data computes nothing, and a long first read shows its progress."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from monitor_cb.ingest import RunStore
+from monitor_cb.ingest import store as store_module
+from tests.app.conftest import DASHBOARD, write_run
+from tests.app.helpers import assert_ok, charts
+
+TIMEOUT = 60
+
+
+def session(run_id: str) -> AppTest:
+    at = AppTest.from_file(DASHBOARD, default_timeout=TIMEOUT)
+    at.query_params["run"] = run_id
+    return at.run()
+
+
+def shared_of(root: Path) -> Any:
+    from pages import _shared
+
+    return _shared.live_shared(str(root))
+
+
+def test_two_sessions_on_one_run_compute_once(log_root: Path) -> None:
+    write_run(log_root, "exp-a", steps=300, close=None)
+    first, second = session("exp-a"), session("exp-a")
+    assert_ok(first)
+    assert_ok(second)
+    shared = shared_of(log_root)
+    assert shared.figures.computed == 1, "the second session reused the first one's figures"
+    assert shared.series.computed == 1
+    assert shared.background.computed == 1, "the run was diagnosed once for both"
+    assert charts(first) == charts(second) and len(charts(first)) == 3
+
+
+def test_a_refresh_with_no_new_data_computes_nothing(log_root: Path) -> None:
+    writer = write_run(log_root, "exp-a", steps=300, close=None)
+    at = session("exp-a")
+    shared = shared_of(log_root)
+    assert (shared.figures.computed, shared.series.computed) == (1, 1)
+    at.run()
+    at.run()
+    assert_ok(at)
+    assert (shared.figures.computed, shared.series.computed) == (1, 1)
+    writer.log_at(1e10, step=301, loss=0.05)
+    writer.flush()
+    at.run()
+    assert_ok(at)
+    assert (shared.figures.computed, shared.series.computed) == (2, 2)
+    assert any(m.value == "301" for m in at.metric), [m.value for m in at.metric]
+
+
+def test_findings_come_from_the_background_worker(log_root: Path) -> None:
+    write_run(log_root, "exp-nan", steps=200, nan_from=150, close="failed")
+    at = session("exp-nan")
+    assert_ok(at)
+    assert any("step 150" in e.value for e in at.error), "the first view waits for the run's first findings"
+    shared = shared_of(log_root)
+    assert shared.background.computed == 1
+    at.run()
+    assert shared.background.computed == 1, "no new records: not diagnosed again"
+
+
+def test_a_long_first_read_shows_progress_and_the_sidebar(log_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first read of a big run (listed from the root's index by a restarted server) goes in the background:
+    the page shows a progress bar (bytes, rows), the run picker stays usable, and the charts come once it is read."""
+    write_run(log_root, "big", steps=400, close=None)
+    RunStore(log_root).list_runs()  # an earlier server listed it: this one lists it from the root's index, unread
+    release = threading.Event()
+    real = store_module._read_in_steps
+
+    def held(sources: list[Any]) -> None:
+        for source in sources:  # the read has begun (no longer listed from the index) ...
+            with source.lock:
+                source._listed = None
+        release.wait(60)  # ... and is held between two steps until the page has shown its progress
+        real(sources)
+
+    monkeypatch.setattr(store_module, "LOAD_STEP_BYTES", 1024)
+    monkeypatch.setattr(store_module, "_read_in_steps", held)
+    at = session("big")
+    assert_ok(at)
+    assert len(at.get("progress")) == 1
+    text = at.get("progress")[0].proto.text
+    assert text.startswith("Reading the run: 0.0 of") and "rows so far" in text, text
+    assert at.sidebar.selectbox[0].value == "big", "the run picker is drawn while the run loads"
+    assert not charts(at)
+    at.run()  # a full rerun meanwhile (a widget click): the listing leaves the run to the background read
+    assert_ok(at)
+    assert len(at.get("progress")) == 1 and not charts(at)
+    assert at.get("progress")[0].proto.text == text, "the rerun did not read the file itself"
+    release.set()
+    from pages import _shared
+    from tests.browser.harness import poll
+
+    store = _shared.get_store(str(log_root))
+    poll(lambda: store.load_progress("big") is None, 60, what="the background read")
+    at.run()
+    assert_ok(at)
+    assert not at.get("progress") and len(charts(at)) == 3
