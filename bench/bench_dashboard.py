@@ -108,9 +108,9 @@ def _fragment_script() -> None:
     from pages import _shared, live_page
 
     store = _shared.get_store(os.environ["MONITOR_LOGDIR"])
-    runs = frozenset(r.id for r in store.list_runs())
+    known = live_page.sidebar_state(store.list_runs(), _shared.log_root())  # what the page drew the sidebar from
     columns = frozenset(store.read("big").frame.columns)
-    live_page._live_body(store, "big", ChartSettings(), runs, columns)
+    live_page._live_body(store, "big", ChartSettings(), known, columns)
 
 
 def _proto_bytes(at: Any) -> int:
@@ -166,9 +166,9 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
     import plotly.io
 
     from monitor_cb.dashboard.live import ChartSettings
+    from monitor_cb.dashboard.live_refresh import LiveRequest, process
     from monitor_cb.dashboard.zoom import ZoomState
     from monitor_cb.ingest import RunStore
-    from pages import live_page
 
     store = RunStore(run.dir.parent)
     store.read(RUN)
@@ -179,9 +179,8 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
         info = {r.id: r for r in store.list_runs()}[RUN]
         data = store.read(RUN)
         t1 = time.perf_counter()
-        live = live_page.process(
-            info, data, ChartSettings(), ZoomState(), time.time(), series_key=(str(store.root), RUN)
-        )
+        request = LiveRequest(ChartSettings(), ZoomState(), series_key=(str(store.root), RUN))
+        live = process(info, data, request, time.time())
         t2 = time.perf_counter()
         size = sum(len(plotly.io.to_json(f, validate=False)) for f in live.figures.values())
         t3 = time.perf_counter()
@@ -245,9 +244,14 @@ def browser(run: BigRun, tmp: Path, samples: int) -> dict[str, Any] | str:
             page.wait_for_timeout(500)
         fragment_bytes = _per_run(frames)
 
-        # refreshes that find no new record: the figures are reused and Streamlit sends references
+        # refreshes that find no new record: the figures are reused and Streamlit sends references.
+        # The window starts after two script runs that began after the last write: on loaded cores
+        # Chromium's refresh timer fires late, and the first run or two still draw the last records
+        # (that is what the "121 kB with no new record" of an earlier version of this script measured).
+        done = sum(f[2] for f in frames)
+        poll(lambda: page.wait_for_timeout(50) or sum(f[2] for f in frames) >= done + 2, 60, what="two quiet runs")
         frames.clear()
-        page.wait_for_timeout(3500)
+        page.wait_for_timeout(5000)
         idle_bytes = _per_run(frames)
 
         # baseline: full-page reruns (the Pause toggle reruns the whole script; the charts still draw once)

@@ -137,6 +137,7 @@ from monitor_cb.dashboard.live import ChartSettings, other_rank_cells, rank_find
 from monitor_cb.dashboard.zoom import ZoomState
 from monitor_cb.ingest import RunStore
 from pages import live_page
+from monitor_cb.dashboard.live_refresh import LiveRequest, process
 mode, root, run_id = sys.argv[1:4]
 proc = psutil.Process()
 imported = time.perf_counter() - start
@@ -153,7 +154,7 @@ data = live_page.read_run(store, run_id, run.ranks)
 others = other_rank_cells(store, run_id, data)
 read = time.perf_counter() - start
 settings, zoom = ChartSettings(), ZoomState()
-live = live_page.process(run, data, settings, zoom, time.time(), None, (), (root, run_id), others)
+live = process(run, data, LiveRequest(settings, zoom, (), others or None, (root, run_id)), time.time())
 size = sum(len(plotly.io.to_json(f, validate=False)) for f in live.figures.values())
 first_chart = time.perf_counter() - start
 rss = proc.memory_info().rss
