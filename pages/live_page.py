@@ -60,7 +60,7 @@ def live_page() -> None:
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
-    if store.load_progress(selection.run.id) is not None:
+    if load_progress(store, selection.run.id) is not None:
         loading_fragment(store, selection.run.id)  # the sidebar is drawn: another run can be picked meanwhile
         st.stop()
     data = read_run(store, selection.run.id, selection.run.ranks)
@@ -89,12 +89,20 @@ def loading_fragment(store: Any, run_id: str) -> None:
     reruns once it is done."""
 
     def body() -> None:
-        progress = store.load_progress(run_id)
+        progress = load_progress(store, run_id)
         if progress is None:
             st.rerun(scope="app")
         st.progress(progress.fraction, text=loading_text(progress))
 
     st.fragment(run_every=LOADING_REFRESH_S)(body)()
+
+
+def load_progress(store: Any, run_id: str) -> Any:
+    """``store.load_progress``, None also when the run vanished since it was listed (the fragment says so)."""
+    try:
+        return store.load_progress(run_id)
+    except (FileNotFoundError, KeyError):
+        return None
 
 
 def loading_text(progress: Any) -> str:

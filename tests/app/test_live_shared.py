@@ -3,6 +3,7 @@ once, a refresh with no new data computes nothing, and a long first read shows i
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,15 @@ def test_a_long_first_read_shows_progress_and_the_sidebar(log_root: Path, monkey
     at.run()
     assert_ok(at)
     assert not at.get("progress") and len(charts(at)) == 3
+
+
+def test_a_run_that_vanished_since_the_listing_has_no_progress(tmp_path: Path) -> None:
+    """The page asks for the selected run's load progress right after listing it; a run deleted in between
+    must not raise (the refresh then says it disappeared)."""
+    from pages import live_page
+
+    write_run(tmp_path, "a", steps=10)
+    store = RunStore(tmp_path, rescan_interval_s=0)
+    assert [r.id for r in store.list_runs()] == ["a"]
+    shutil.rmtree(tmp_path / "a")
+    assert live_page.load_progress(store, "a") is None
