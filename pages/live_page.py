@@ -34,6 +34,7 @@ from monitor_cb.dashboard.runlist import format_age, format_duration
 from monitor_cb.dashboard.thresholds import parse_thresholds
 from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
 from monitor_cb.demo.launcher import demo_running
+from monitor_cb.ingest.badnote import bad_lines_note
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _findings, _shared
 from pages._demo import demo_sidebar, show_empty_root
@@ -317,9 +318,9 @@ def show(data: LiveData) -> None:
     """Draw the KPI row, the banners and the charts."""
     show_kpis(data.kpis, data.run)
     _findings.alert_panel(data.findings)
-    bad = int(getattr(data.run, "bad_lines", 0) or 0)
-    if bad:
-        st.warning(f"{bad:,} corrupt line(s) in this run's files were skipped.", icon=":material/warning:")
+    note = bad_lines_note(getattr(data.run, "bad_lines", 0), getattr(data.run, "partial_lines", 0))
+    if note:
+        st.warning(f"In this run's files: {note}.", icon=":material/warning:")
     if data.run.status in ("failed", "stopped", "crashed") and getattr(data.run, "reason", None):
         reason = str(data.run.reason)
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "

@@ -23,6 +23,7 @@ from monitor_cb.dashboard import replay
 from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.dashboard.kpis import format_count, format_value
 from monitor_cb.dashboard.runlist import pick_run, run_label
+from monitor_cb.ingest.badnote import bad_lines_note
 from pages import _shared
 
 QUERY_RUN = "run"
@@ -53,6 +54,7 @@ class Subject:
     status: str | None = None
     reason: str | None = None
     bad_lines: int = 0
+    partial_lines: int = 0
 
 
 def replay_page() -> None:
@@ -115,6 +117,7 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
         status=info.status,
         reason=info.reason,
         bad_lines=int(info.bad_lines or 0),
+        partial_lines=int(getattr(info, "partial_lines", 0) or 0),
     )
 
 
@@ -167,6 +170,7 @@ def upload_subject() -> Subject:
         logged=parsed.logged,
         findings=findings,
         bad_lines=parsed.bad_lines,
+        partial_lines=parsed.partial_lines,
     )
 
 
@@ -222,8 +226,9 @@ def show_header(subject: Subject) -> None:
     """Name, status and anything skipped."""
     status = f" · {_shared.md(subject.status)}" if subject.status else ""
     st.caption(f"**{_shared.md(subject.title)}**{status} · {len(subject.frame):,} rows")
-    if subject.bad_lines:
-        st.warning(f"{subject.bad_lines:,} corrupt line(s) were skipped.", icon=":material/warning:")
+    note = bad_lines_note(subject.bad_lines, subject.partial_lines)
+    if note:
+        st.warning(f"{note}.", icon=":material/warning:")
     if subject.status in ("failed", "stopped", "crashed") and subject.reason:
         reason = str(subject.reason)
         prefix = "" if reason.lower().startswith(str(subject.status)) else f"{subject.status}: "

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from monitor_cb.commands.common import add_run_arguments, open_run
+from monitor_cb.ingest.badnote import bad_lines_note
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +54,7 @@ def build_summary(store: Any, run_id: str) -> dict[str, Any]:
         "last_step": info.last_step,
         "last_write": info.last_write,
         "bad_lines": info.bad_lines,
+        "partial_lines": info.partial_lines,
         "last_values": last,
     }
 
@@ -69,7 +71,8 @@ def _print_text(summary: dict[str, Any]) -> None:
     out.write(f"status     {summary['status']}{reason}\n")
     out.write(f"ranks      {', '.join(map(str, summary['ranks'])) or '-'}\n")
     out.write(f"records    {summary['records']}  steps {summary['first_step']} .. {summary['last_step']}\n")
-    out.write(f"bad lines  {summary['bad_lines']}\n")
+    note = bad_lines_note(summary["bad_lines"], summary["partial_lines"])
+    out.write(f"bad lines  {summary['bad_lines']}{f' ({note})' if note else ''}\n")
     for name, entry in summary["last_values"].items():
         value = entry["value"]
         shown = f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)

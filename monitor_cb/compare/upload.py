@@ -44,7 +44,8 @@ class ParsedUpload:
     frame: pd.DataFrame
     logged: dict[str, np.ndarray] = field(default_factory=dict)
     records: int = 0
-    bad_lines: int = 0
+    bad_lines: int = 0  # lines with a problem: skipped, or partly read (see partial_lines)
+    partial_lines: int = 0  # of bad_lines: kept with a bad value dropped
 
 
 def max_upload_bytes(env: dict[str, str] | None = None) -> int:
@@ -112,4 +113,5 @@ def parse_upload(name: str, data: bytes, cap: int | None = None) -> ParsedUpload
         )
     if len(frame) == 0:
         raise UploadError(f"{name!r} holds JSON lines but none with a training step.")
-    return ParsedUpload(name, frame, {k: np.asarray(v, bool) for k, v in masks.items()}, records, len(bad))
+    logged = {k: np.asarray(v, bool) for k, v in masks.items()}
+    return ParsedUpload(name, frame, logged, records, len(bad), len(bad) - skipped)

@@ -160,6 +160,7 @@ class CacheHeader:
     # NONFINITE_KEPT of them is left out (readers then scan its column)
     nonfinite: dict[str, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
     texts_out: tuple[str, ...] = ()  # keys whose text values are in the rows (the parser's state)
+    partial_count: int = 0  # of bad_count: lines kept with a bad value dropped
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -171,6 +172,7 @@ class CacheHeader:
             "n_main": self.n_main,
             "kinds": self.kinds,
             "bad_count": self.bad_count,
+            "partial_count": self.partial_count,
             "bad_lines": [list(b) for b in self.bad_lines],
             "summary": self.summary.to_json(),
             "state": [self.last_step, self.last_seg, self.has_seg],
@@ -198,6 +200,7 @@ class CacheHeader:
             bool(has_seg),
             nonfinite,
             tuple(str(k) for k in data.get("texts_out", ())),
+            int(data.get("partial_count", sum(1 for b in data["bad_lines"] if len(b) > 2 and b[2]))),
         )
 
 

@@ -46,6 +46,7 @@ class TableSource:
         self.lock = threading.RLock()
         self.table = RankTable(rank)
         self.bad_count = 0
+        self.partial_count = 0  # of bad_count: lines kept with a bad value dropped
         self.bad_lines: list[BadLine] = []
         self.last_poll = 0.0
         self._interval: tuple[int, float | None] = (-1, None)
@@ -93,6 +94,7 @@ class TableSource:
                 pending=self.tail.pending,  # type: ignore[attr-defined]
                 bad_count=self.bad_count,
                 interval=self.usual_interval(),
+                partial_count=self.partial_count,
             )
 
     def summary_version(self) -> tuple[int, ...]:
@@ -101,6 +103,7 @@ class TableSource:
 
     def _count_bad(self, bad: list[BadLine]) -> None:
         self.bad_count += len(bad)
+        self.partial_count += sum(1 for b in bad if b.partial)
         room = MAX_BAD_KEPT - len(self.bad_lines)
         if room > 0:
             self.bad_lines.extend(bad[:room])
@@ -257,6 +260,7 @@ class MetricsSource(TableSource):
         self.table = table
         self.parser.kinds = dict(header.kinds)
         self.bad_count = header.bad_count
+        self.partial_count = header.partial_count
         self.bad_lines = [BadLine(offset, reason, partial) for offset, reason, partial in header.bad_lines]
         self.parser._texts_out = set(header.texts_out)
         self.cached_offset = header.fingerprint.offset
@@ -289,6 +293,7 @@ class MetricsSource(TableSource):
         state, version = table.state(), table.version
         bad = tuple((b.offset, b.reason, b.partial) for b in self.bad_lines)
         kinds, texts_out, bad_count = dict(self.parser.kinds), tuple(sorted(self.parser._texts_out)), self.bad_count
+        partial_count = self.partial_count
 
         def write() -> None:
             header = CacheHeader(
@@ -304,6 +309,7 @@ class MetricsSource(TableSource):
                 has_seg=state.has_seg,
                 nonfinite=nonfinite_cells(state),
                 texts_out=texts_out,
+                partial_count=partial_count,
             )
             if not cache.write(self.path, state, header) or not self.lazy or state.n <= OVERLAY:
                 return
@@ -325,4 +331,5 @@ class MetricsSource(TableSource):
         self.table.clear()
         self.cached_offset = 0
         self.bad_count = 0
+        self.partial_count = 0
         self.bad_lines = []

@@ -71,7 +71,8 @@ class RunInfo:
     status: str
     reason: str | None
     meta: dict[str, Any] = field(hash=False, compare=False)
-    bad_lines: int = 0
+    bad_lines: int = 0  # lines with a problem: skipped, or partly read (see partial_lines)
+    partial_lines: int = 0  # of bad_lines: kept with a bad value dropped
 
 
 class _Run:
@@ -283,6 +284,7 @@ class RunStore:
             reason=reason,
             meta=meta,
             bad_lines=sum(s.bad_count for s in sources),
+            partial_lines=sum(s.partial_count for s in sources),
         )
 
     def _root_name(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from monitor_cb.ingest.safepath import is_within
 
 INDEX_NAME = "index.json"
-FORMAT = 1
+FORMAT = 2  # 2: partial_count
 WRITE_EVERY_S = 10.0  # the index is rewritten at most this often (and only when something changed)
 
 Ident = tuple[int, int, int, int, int]  # inode, device, size, mtime_ns, ctime_ns
@@ -41,6 +41,7 @@ class SourceSummary:
     pending: int  # bytes after the last newline
     bad_count: int
     interval: float | None  # usual seconds between records
+    partial_count: int = 0  # of bad_count: lines kept with a bad value dropped
 
 
 def file_ident(path: PurePath) -> Ident | None:

@@ -78,7 +78,8 @@ def test_the_store_keeps_the_column_numeric_and_counts_the_value(hostile: Path) 
     assert len(frame) == STEPS and frame["lr"].notna().sum() >= STEPS - 1, "the bad line's other values are kept"
     assert not logged[BAD_STEP - 1] and logged.sum() == STEPS - 1
     good_losses(frame["loss"].to_numpy()[logged])
-    assert store.run_info("hostile").bad_lines == 1
+    info = store.run_info("hostile")
+    assert (info.bad_lines, info.partial_lines) == (1, 1), "one line, kept without its loss"
     ((_, bad),) = store.bad_lines("hostile")
     assert "'loss'" in bad.reason
 
@@ -107,11 +108,18 @@ def assert_good_losses_drawn(at: Any, name: str) -> None:
     np.testing.assert_allclose(y[drawn], [loss_at(s) for s in x[drawn]], rtol=1e-6)
 
 
+def assert_partly_read_said(at: Any) -> None:
+    """The line with the bad loss was read (its other values are drawn): the page says so, not "skipped"."""
+    shown = texts(at)
+    assert "1 line partly read (a bad value dropped)" in shown, shown
+    assert "skipped" not in shown, shown
+
+
 def test_live_page_renders(hostile: Path) -> None:
     at = run_entry(DASHBOARD, {"run": "hostile"})
     assert_ok(at)
     assert_good_losses_drawn(at, "loss (raw)")
-    assert "1 corrupt line" in texts(at)
+    assert_partly_read_said(at)
 
 
 def test_compare_page_renders(hostile: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,6 +135,7 @@ def test_replay_page_renders_from_the_root(hostile: Path, monkeypatch: pytest.Mo
     assert_ok(at)
     assert at.sidebar.selectbox(key="rp_run").value == "hostile"
     assert_good_losses_drawn(at, "loss (raw)")
+    assert_partly_read_said(at)
 
 
 @pytest.mark.parametrize("article", [False, True], ids=["collector", "article"])
@@ -139,4 +148,4 @@ def test_replay_page_renders_an_upload(log_root: Path, monkeypatch: pytest.Monke
     at.run()
     assert_ok(at)
     assert_good_losses_drawn(at, "loss (raw)")
-    assert "1 corrupt line" in texts(at)
+    assert_partly_read_said(at)
