@@ -118,6 +118,20 @@ def fmt_num(value: float) -> str:
     return f"{value:.3g}"
 
 
+def fmt_exact(value: float) -> str:
+    """A value a message says was held exactly, to 6 significant digits: ``0.00325`` -> ``"3.25e-03"``.
+
+    :func:`fmt_num` rounds to 2-3 digits, which is right for "about" but wrong for "exactly": a loss
+    stuck at 0.00325 read "exactly 3.2e-03", a value the run never logged.
+    """
+    if value is None or not math.isfinite(value) or value == 0:
+        return fmt_num(value)
+    if abs(value) < 0.01 or abs(value) >= 1e7:
+        mantissa, exponent = f"{value:.5e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+    return f"{value:,.6g}"
+
+
 def fmt_ratio(ratio: float) -> str:
     """A multiplier: ``38.2`` -> ``"38×"``, ``2.46`` -> ``"2.5×"``."""
     if not math.isfinite(ratio):

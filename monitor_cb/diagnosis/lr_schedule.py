@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.diagnosis._stats import Series, finite_series, run_lengths
-from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_ratio, fmt_step
+from monitor_cb.diagnosis.findings import Finding, explain, fmt_exact, fmt_num, fmt_pct, fmt_ratio, fmt_step
 from monitor_cb.diagnosis.noise import series_noise
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
@@ -140,7 +140,7 @@ def _frozen(s: Series, settings: DiagnosisSettings, changes: tuple[np.ndarray, n
             continue  # a low freeze reached with ever smaller steps: the schedule's floor (cosine to min_lr)
         end = start + int(np.argmin(np.append(~changed[start:], False)))  # last unchanged transition
         what = (
-            f"learning rate stopped changing at {fmt_num(lr[start])} from step {fmt_step(s.steps[start + 1])} "
+            f"learning rate stopped changing at {fmt_exact(lr[start])} from step {fmt_step(s.steps[start + 1])} "
             f"({fmt_pct(lr[start] / peak[start])} of its peak) after decaying smoothly"
         )
         advice = (

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.diagnosis._stats import episodes, finite_series, range_min, run_lengths
-from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
+from monitor_cb.diagnosis.findings import Finding, explain, fmt_exact, fmt_num, fmt_pct, fmt_step
 from monitor_cb.diagnosis.noise import frame_noise
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
@@ -40,8 +40,8 @@ def detect_no_signal(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[F
     findings = []
     if s is not None and len(s) >= need and np.all(s.values == s.values[0]):
         what = (
-            f"the loss has been exactly {fmt_num(float(s.values[0]))} at every one of {len(s)} logged steps since step "
-            f"{fmt_step(s.steps[0])}: there is no training signal"
+            f"the loss has been exactly {fmt_exact(float(s.values[0]))} at every one of {len(s)} logged steps "
+            f"since step {fmt_step(s.steps[0])}: there is no training signal"
         )
         why = f"{len(s)} identical values from the first one (threshold stuck_points = {need})"
         findings.append(_finding(s.steps[0], s.steps[-1], what, why, "no_signal"))

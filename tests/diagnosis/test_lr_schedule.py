@@ -1,4 +1,7 @@
+import re
+
 import numpy as np
+import pytest
 
 from monitor_cb.diagnosis import DiagnosisSettings, detect_lr_anomaly
 from tests.diagnosis.helpers import decaying_loss, frame
@@ -125,3 +128,12 @@ def test_a_step_schedule_jumping_back_up_after_its_warmup_is_a_warning():
     lr = np.concatenate([np.linspace(4e-4, 4e-3, 150), np.full(1250, 4e-3), np.full(150, 4e-4), np.full(500, 4e-3)])
     (f,) = detect_lr_anomaly(frame(lr.size, lr=lr, loss=decaying_loss(lr.size)), S)
     assert (f.details["variant"], f.step) == ("jump", 1551) and "jumped up 10×" in f.message
+
+
+def test_a_frozen_lr_is_quoted_as_logged():
+    # "stopped changing at 7.0e-04" named a value the run never logged
+    lr = cosine(1000)
+    lr[400:] = lr[399]
+    (f,) = detect_lr_anomaly(frame(1000, lr=lr, loss=decaying_loss(1000)), S)
+    quoted = re.search(r"stopped changing at (\S+) from step", f.message)
+    assert quoted and float(quoted.group(1)) == pytest.approx(lr[399], rel=1e-5), f.message

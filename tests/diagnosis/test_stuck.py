@@ -42,3 +42,10 @@ def test_a_flat_loss_still_in_warmup_is_not_stuck():
     f = with_evals(loss, list(2.05 + 0.001 * np.random.default_rng(5).standard_normal(10)))
     f["lr"] = np.linspace(1e-7, 2e-7, 300)  # a 5,000-step warmup, 300 steps in
     assert warnings_of(detect_plateau(f, S)) == []
+
+
+def test_a_constant_loss_is_quoted_as_logged():
+    # "exactly 3.2e-03" for a loss of 0.00325 named a value the run never logged
+    for value, shown in ((0.00325, "3.25e-03"), (4.11e-4, "4.11e-04"), (1.23456, "1.23456"), (2.0, "2")):
+        (f,) = warnings_of(detect_plateau(frame(60, loss=value), S))
+        assert f"exactly {shown} at every one" in f.message, f.message
