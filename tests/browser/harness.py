@@ -86,7 +86,9 @@ def streamlit_servers(
     with contextlib.ExitStack() as stack:
         started = [stack.enter_context(_started(root, log, extra, script)) for root, log, extra in specs]
         for url, proc, log in started:
-            poll(lambda url=url, proc=proc: _healthy(url) or proc.poll() is not None, 60, 0.1, "streamlit to start")
+            # 180 s: seven servers started side by side on two loaded cores once took over 60 s (a poll: no cost
+            # when they are quick)
+            poll(lambda url=url, proc=proc: _healthy(url) or proc.poll() is not None, 180, 0.1, "streamlit to start")
             if proc.poll() is not None:
                 raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log}")
         yield [url for url, _, _ in started]
