@@ -283,14 +283,20 @@ def test_stalled_run_alerts_once_and_again_after_it_moves_on(tmp_path: Path, htt
     store = RunStore(root, policy=StatusPolicy(stall_min_s=60), clock=clock)
     notifier = make_notifier(rx)
     watcher = Watcher(root, notifier, store=store, clock=clock)
-    writer = write_run(root, "slow", range(1, 51))
+    # records time-stamped at a steady 0.5 s a step: the pause between the two batches below is wall
+    # time of this test (seconds on a loaded machine), which read as a throughput drop
+    base = time.time() - 60.0
+    writer = MetricsWriter(root / "slow", fsync_interval=0)
+    for step in range(1, 51):
+        writer.log_at(base + 0.5 * step, step=step, loss=2.0 / (1 + step * 0.01), lr=1e-3, grad_norm=1.0)
+    assert writer.flush()
     assert watcher.poll() == []
     offset[0] = 600.0  # ten minutes without a record
     assert [(a.kind, a.step) for a in watcher.poll()] == [("stalled", 50)]
     assert watcher.poll() == []  # still stalled: said once
     offset[0] = 0.0
     for step in range(51, 61):
-        writer.log(step=step, loss=1.0, lr=1e-3, grad_norm=1.0)
+        writer.log_at(base + 0.5 * step, step=step, loss=1.0, lr=1e-3, grad_norm=1.0)
     assert writer.flush()
     assert watcher.poll() == []  # running again
     offset[0] = 600.0
