@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.series import X_TITLES, XAxis, float_values, x_axis
+from monitor_cb.ingest.meta_values import finite_float
 
 if TYPE_CHECKING:
     from monitor_cb.compare.rundata import RunData
@@ -155,11 +156,8 @@ def samples_seen(frame: pd.DataFrame, meta: Mapping[str, Any]) -> np.ndarray | N
 
 
 def _positive(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
-        return None
-    return number if math.isfinite(number) and number > 0 else None
+    number = finite_float(value)
+    return number if number is not None and number > 0 else None
 
 
 def _from(xa: XAxis) -> Aligned:

@@ -31,6 +31,7 @@ import pandas as pd
 from monitor_cb.compare.configdiff import MISSING, show_value
 from monitor_cb.compare.runexpr import compile_filter
 from monitor_cb.compare.runstats import STATS, RunStats, key_metrics
+from monitor_cb.ingest.meta_values import finite_float
 
 BASE_COLUMNS = ("id", "name", "status", "steps", "duration_s", "updated", "ranks", "records", "bad_lines", "reason")
 DEFAULT_STATS = ("last", "best")
@@ -161,8 +162,8 @@ def run_duration(meta: Mapping[str, Any] | None, run: RunStats, status: str, now
     """Seconds from the start (metadata, else first record) to the end (metadata, else last record;
     now while the run is active)."""
     meta = meta or {}
-    start = _num(meta.get("first_start_time")) or _num(meta.get("start_time")) or run.t_first
-    end = now if status in _ACTIVE else (_num(meta.get("end_time")) or run.t_last)
+    start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time")) or run.t_first
+    end = now if status in _ACTIVE else (finite_float(meta.get("end_time")) or run.t_last)
     if start is None or end is None or end < start:
         return None
     return end - start
@@ -287,11 +288,3 @@ def _is_number(value: Any) -> bool:
 def _float_array(column: pd.Series) -> np.ndarray:
     """An object column as float64, anything not a number as NaN."""
     return np.fromiter((float(v) if _is_number(v) else math.nan for v in column), dtype=np.float64, count=len(column))
-
-
-def _num(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
-        return None
-    return number if math.isfinite(number) else None

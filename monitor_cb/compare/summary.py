@@ -16,6 +16,7 @@ import pandas as pd
 
 from monitor_cb.analysis.series import first_nonfinite, float_values, latest, logged_rows
 from monitor_cb.compare.rundata import RunData
+from monitor_cb.ingest.meta_values import finite_float
 
 # Eval metrics where lower is better; any other eval metric (accuracy, f1, bleu, ...) is higher-better.
 _LOWER_BETTER = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")
@@ -79,11 +80,12 @@ def run_duration(run: RunData, now: float) -> float | None:
     frame = run.frame
     t = float_values(frame["t"]) if "t" in frame.columns and len(frame) else np.empty(0)
     t = t[np.isfinite(t)]
-    start = _num(meta.get("first_start_time")) or _num(meta.get("start_time")) or (float(t.min()) if t.size else None)
+    start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
+    start = start or (float(t.min()) if t.size else None)
     if run.status in ("running", "stalled"):
         end = now
     else:
-        end = _num(meta.get("end_time")) or (float(t.max()) if t.size else None)
+        end = finite_float(meta.get("end_time")) or (float(t.max()) if t.size else None)
     if start is None or end is None or end < start:
         return None
     return end - start
@@ -132,14 +134,6 @@ def summary_table(runs: Sequence[RunData], eval_metric: str | None = None, now: 
     for column in ("steps", "min loss step", "best eval step", "first non-finite step"):
         table[column] = table[column].astype("Int64")
     return table
-
-
-def _num(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _or_nan(value: float | None) -> float:

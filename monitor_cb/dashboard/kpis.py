@@ -12,6 +12,7 @@ import pandas as pd
 
 from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, RunLike, format_age
+from monitor_cb.ingest.meta_values import finite_float
 
 # A running run whose last write is older than this many typical record intervals looks stale.
 STALE_INTERVALS = 10.0
@@ -91,10 +92,10 @@ def compute_kpis(
     if total and step is not None and speed and run.status in ACTIVE_STATUSES and step < total:
         eta = (total - step) / speed
     epoch_value = series.last_value("epoch")
-    start = _as_float(meta.get("first_start_time")) or _as_float(meta.get("start_time"))
+    start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
     if start is None and len(series) and series.has("t"):
         start = float(series.values("t")[0])
-    end = now if run.status in ACTIVE_STATUSES else (_as_float(meta.get("end_time")) or run.last_write)
+    end = now if run.status in ACTIVE_STATUSES else (finite_float(meta.get("end_time")) or run.last_write)
     elapsed = end - start if start is not None and end is not None else None
     age = now - run.last_write if run.last_write else None
     return Kpis(
@@ -154,11 +155,3 @@ def _as_int(value: Any) -> int | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if number > 0 else None
-
-
-def _as_float(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):  # metadata is read from disk: anything can be there
-        return None
-    return number if math.isfinite(number) else None
