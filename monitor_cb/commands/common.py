@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,3 +97,15 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
     raise UsageError(
         f"no run {redact(args.run)!r}: not a run id under {root} and not a directory holding *.jsonl metrics files"
     )
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM and Ctrl-C set ``stop``, so a long-running command ends its loop cleanly (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

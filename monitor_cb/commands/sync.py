@@ -12,13 +12,12 @@ their relative paths under URL.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import warnings
 from pathlib import Path
 
-from monitor_cb.commands.common import UsageError, add_endpoint_argument, apply_endpoint
+from monitor_cb.commands.common import UsageError, add_endpoint_argument, apply_endpoint, stop_on_signals
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         _report(shipper, target, local)
         return 0 if done else 1
     stop = threading.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop)
     shipper.start()
     print(f"sync: shipping {local} to {target} every {args.interval:g} s (Ctrl-C to stop)", file=sys.stderr)
     try:
@@ -110,14 +109,3 @@ def _show_warning(
     from monitor_cb.storage.urls import redact
 
     print(f"sync: warning: {redact(message)}", file=sys.stderr)
-
-
-def _stop_on_signals(stop: threading.Event) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from pathlib import Path
 
-from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
+from monitor_cb.commands.common import (
+    UsageError,
+    add_endpoint_argument,
+    add_logdir_argument,
+    apply_endpoint,
+    stop_on_signals,
+)
 from monitor_cb.logroot import ENV_LOGDIR, log_root
 from monitor_cb.storage.urls import is_url, redact
 
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         finished = notifier.close(timeout=_close_timeout(config))
         return 0 if finished and all(result.ok for result in notifier.results) else 1
     stop = threading.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop)
     try:
         watcher.run(args.interval, stop)
     except KeyboardInterrupt:
@@ -121,17 +126,6 @@ def _close_timeout(config: object) -> float:
     retries = getattr(config, "retries", 3)
     backoff = getattr(config, "backoff", 1.0)
     return min(300.0, (retries + 1) * timeout + backoff * (2 ** max(retries, 0)) + 5.0)
-
-
-def _stop_on_signals(stop: threading.Event) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 def _send_test(notifier: object) -> int:
