@@ -231,6 +231,15 @@ def _select(
     return sel.x, sel.y, sel.steps, (None if draw is None or draw.all() else draw)
 
 
+def _on_curve(drawn_x: np.ndarray, drawn_y: np.ndarray, x: np.ndarray, log: bool) -> np.ndarray:
+    """The drawn curve's last drawable value at or before each ``x`` (where a non-finite mark sits)."""
+    good = np.flatnonzero(~np.isnan(drawable(drawn_y, log)))
+    if not good.size:
+        return np.full(x.size, 1.0 if log else 0.0)
+    before = np.searchsorted(drawn_x[good], x, side="right") - 1
+    return drawn_y[good[np.maximum(before, 0)]]
+
+
 @dataclass(frozen=True)
 class BadPoints:
     """Non-finite points to mark: where, at what height, and the hover text with the real value."""
@@ -286,12 +295,7 @@ class BadPoints:
         if rows.size == 0:
             return cls(xa.values[:0], np.empty(0), [])
         x_other = xa.values[rows]
-        good = np.flatnonzero(~np.isnan(drawable(drawn_y, plot.log)))
-        if good.size:
-            before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
-            anchor = drawn_y[good[np.maximum(before, 0)]]
-        else:
-            anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
+        anchor = _on_curve(drawn_x, drawn_y, x_other, plot.log)
         steps = df.steps()[rows] if df.has("step") else x_other
         text = [
             f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
@@ -315,12 +319,7 @@ class BadPoints:
         order = np.argsort(drawn_steps, kind="stable")
         at = order[np.minimum(np.searchsorted(drawn_steps[order], steps[rows]), order.size - 1)]
         x_other = drawn_x[at]
-        good = np.flatnonzero(~np.isnan(drawable(drawn_y, plot.log)))
-        if good.size:
-            before = np.searchsorted(drawn_x[good], x_other, side="right") - 1
-            anchor = drawn_y[good[np.maximum(before, 0)]]
-        else:
-            anchor = np.full(rows.size, 1.0 if plot.log else 0.0)
+        anchor = _on_curve(drawn_x, drawn_y, x_other, plot.log)
         values, ranks = np.asarray(cells.values)[rows], np.asarray(cells.ranks)[rows]
         text = [
             f"{escape_html(plot.metric)} = {nonfinite_label(v)} at step {int(s)} (rank {int(r)})"
