@@ -32,6 +32,24 @@ WHOLE_MIN_BYTES = 64 << 20  # a first read this large goes to polars as a file (
 READ_CHUNK = 256 << 20  # bytes handed to the parser at once; bounds memory on huge files
 
 
+@contextlib.contextmanager
+def _open_regular(path: Path) -> Iterator[tuple[int, os.stat_result] | None]:
+    """``path`` opened for reading, with its stat; None when it cannot be opened or is no regular file.
+
+    Opened non-blocking, so a FIFO put where a metrics file was never hangs the reader.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        st = os.fstat(fd)
+        yield (fd, st) if stat.S_ISREG(st.st_mode) else None
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class Chunk:
     """Complete lines read from ``offset``; ``reset`` means the file restarted before them."""
@@ -186,14 +204,12 @@ class FileTail:
         """
         if self.offset or (self.root is not None and not is_within(self.path, self.root)):
             return None
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
+        with _open_regular(self.path) as opened:
+            if opened is None:
+                return None
+            fd, st = opened
             size = st.st_size
-            if not stat.S_ISREG(st.st_mode) or size < max(WHOLE_MIN_BYTES if min_bytes is None else min_bytes, 1):
+            if size < max(WHOLE_MIN_BYTES if min_bytes is None else min_bytes, 1):
                 return None
             mapped = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
             try:
@@ -210,8 +226,6 @@ class FileTail:
             self._advance(fd, size)
             self._signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             return result
-        finally:
-            os.close(fd)
 
     # ------------------------------------------------------------------ the columnar cache
     def fingerprint(self) -> Fingerprint | None:
@@ -220,17 +234,11 @@ class FileTail:
 
         if self.offset == 0 or self._skipping:
             return None
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not self._same_file(fd, st):
+        with _open_regular(self.path) as opened:
+            if opened is None or not self._same_file(*opened):
                 return None
+            fd, st = opened
             samples = sample_hash(fd, self.offset)
-        finally:
-            os.close(fd)
         ident = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
         return Fingerprint(self.offset, self._head, self._window, samples, ident)
 
@@ -247,22 +255,16 @@ class FileTail:
             return False
         if self.root is not None and not is_within(self.path, self.root):
             return False
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            st = os.fstat(fd)
-            offset = fingerprint.offset
-            if not stat.S_ISREG(st.st_mode) or st.st_size < offset:
+        offset = fingerprint.offset
+        head, window = fingerprint.head, fingerprint.window
+        with _open_regular(self.path) as opened:
+            if opened is None or opened[1].st_size < offset:
                 return False
-            head, window = fingerprint.head, fingerprint.window
+            fd, st = opened
             if os.pread(fd, len(head), 0) != head or os.pread(fd, len(window), offset - len(window)) != window:
                 return False
             if sample_hash(fd, offset) != fingerprint.samples:
                 return False
-        finally:
-            os.close(fd)
         self.offset = offset
         self._head, self._window = head, window
         self._ident = (st.st_ino, st.st_dev)
