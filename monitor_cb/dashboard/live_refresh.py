@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor_cb.analysis.live_series import LiveSeries
-from monitor_cb.charts.findings import add_findings, step_mapper
+from monitor_cb.charts.findings import FindingMarks, finding_marks, step_mapper, with_marks
 from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.dashboard.findings_view import finding_key
@@ -94,8 +94,14 @@ def series_of(data: Any, shared: LiveShared | None = None) -> LiveSeries:
     return shared.series.get(("series", data.key), lambda: LiveSeries.of(data))  # type: ignore[no-any-return]
 
 
-def build_figures(series: LiveSeries, run: Any, request: LiveRequest) -> dict[str, PreparedFigure]:
-    """The refresh's figures from its series: panels, the gradient-norm note, findings; each prepared."""
+def build_figures(
+    series: LiveSeries, run: Any, request: LiveRequest, marks: FindingMarks | None = None
+) -> dict[str, PreparedFigure]:
+    """The refresh's figures from its series: panels, the gradient-norm note, findings; each prepared.
+
+    The findings' marks are appended to each chart's dict (``marks``: computed once for the refresh,
+    or here when not given), not added through plotly's validated objects.
+    """
     settings = request.settings
     figures = live_figures(
         series, settings, request.zoom, None, f"{run.id}|{settings.x}", request.series_key, request.other_ranks or None
@@ -103,11 +109,20 @@ def build_figures(series: LiveSeries, run: Any, request: LiveRequest) -> dict[st
     note = grad_norm_note(series.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
     if note:  # the chart says why it shows throughput only, and how to get the norm
         add_note(figures["speed_grad"], note)
-    if request.findings:  # diagnosis findings as lines / bands on every chart
-        to_x = step_mapper(series, settings.x)
-        for fig in figures.values():
-            add_findings(fig, request.findings, to_x)
-    return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
+    if not request.findings:
+        return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
+    if marks is None:
+        marks = finding_marks(request.findings, step_mapper(series, settings.x))
+    # diagnosis findings as lines / bands on every chart
+    return {key: PreparedFigure.of(with_marks(fig.to_dict(), marks)) for key, fig in figures.items()}
+
+
+def marks_of(series: LiveSeries, data: Any, request: LiveRequest, shared: LiveShared) -> FindingMarks:
+    """The findings' marks, shared by the refreshes of every viewer: on the step axis they do not
+    depend on the data version (a refresh with new records but the same findings reuses them)."""
+    x = request.settings.x
+    key = ("marks", tuple(finding_key(f) for f in request.findings), x, None if x == "step" else data.key)
+    return shared.figures.get(key, lambda: finding_marks(request.findings, step_mapper(series, x)))  # type: ignore[no-any-return]
 
 
 def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveShared | None = None) -> LiveData:
@@ -124,5 +139,6 @@ def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveS
     if shared is None:
         figures = build_figures(series, run, request)
     else:
-        figures = shared.figures.get(("figures", request.key(data)), lambda: build_figures(series, run, request))
+        marks = marks_of(series, data, request, shared) if request.findings else None
+        figures = shared.figures.get(("figures", request.key(data)), lambda: build_figures(series, run, request, marks))
     return LiveData(run, kpis, banner, figures, False, tuple(request.findings))

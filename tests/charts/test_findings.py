@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from monitor_cb.charts.figures import ChartOptions, dual_axis_figure
-from monitor_cb.charts.findings import SEVERITY_COLORS, add_findings, hover_text, step_mapper
+from monitor_cb.charts.findings import (
+    SEVERITY_COLORS,
+    FindingMarks,
+    add_findings,
+    finding_marks,
+    hover_text,
+    step_mapper,
+    with_marks,
+)
 from monitor_cb.diagnosis import Finding
 
 T0 = 1_764_698_400.0
@@ -123,3 +133,44 @@ def test_shapes_are_capped_most_severe_then_newest_kept() -> None:
     fig = add_findings(go.Figure(), findings, max_shapes=10)
     xs = [s.x0 for s in finding_shapes(fig)]
     assert xs == [0, *range(92, 101)]  # sorted by step; the error first kept, then the newest
+
+
+def test_bands_of_one_kind_that_touch_are_drawn_as_one() -> None:
+    # a slow decay gives plateau episodes end to end: one band on screen, one shape sent
+    findings = [
+        Finding("plateau", "info", 1, "a", end_step=575),
+        Finding("plateau", "info", 576, "b", end_step=3375),
+        Finding("plateau", "info", 3000, "c", end_step=4000),  # overlaps the last one
+        Finding("plateau", "info", 4100, "d", end_step=5000),  # a gap: its own band
+        Finding("stalled", "warning", 5001, "e", end_step=6000),  # touches, but another kind
+        Finding("loss_spike", "warning", 6001, "f"),
+        Finding("loss_spike", "warning", 6002, "g"),  # lines are never joined
+    ]
+    fig = add_findings(go.Figure(), findings, max_labels=10)
+    drawn = [(s.name, s.x0, s.x1) for s in finding_shapes(fig)]
+    assert drawn == [
+        ("finding:plateau", 1, 4000),
+        ("finding:plateau", 4100, 5000),
+        ("finding:stalled", 5001, 6000),
+        ("finding:loss_spike", 6001, 6001),
+        ("finding:loss_spike", 6002, 6002),
+    ]
+    assert len(fig.layout.annotations) == len(findings), "every finding keeps its label"
+
+
+def test_a_band_inside_the_last_one_does_not_shorten_it() -> None:
+    findings = [Finding("plateau", "info", 1, "a", end_step=1000), Finding("plateau", "info", 10, "b", end_step=20)]
+    fig = add_findings(go.Figure(), findings)
+    assert [(s.x0, s.x1) for s in finding_shapes(fig)] == [(1, 1000)]
+
+
+def test_marks_as_dicts_draw_what_add_findings_draws() -> None:
+    df = frame()
+    findings = [Finding("nan", "error", 100, "NaN"), Finding("stalled", "warning", 150, "quiet", end_step=200)]
+    to_x = step_mapper(df, "time")
+    drawn = add_findings(dual_axis_figure(df, options=ChartOptions(x="time")), findings, to_x)
+    spec = with_marks(dual_axis_figure(df, options=ChartOptions(x="time")).to_dict(), finding_marks(findings, to_x))
+    assert json.loads(go.Figure(spec).to_json()) == json.loads(drawn.to_json())
+    again = with_marks(spec, finding_marks(findings[:1], to_x))  # replaces the marks, keeps the chart's own
+    assert [s["name"] for s in again["layout"]["shapes"]] == ["finding:nan"]
+    assert with_marks(spec, FindingMarks())["layout"].get("shapes") is None

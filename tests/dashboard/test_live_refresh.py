@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pandas as pd
 import plotly.io
 
 from monitor_cb.charts.prepared import PreparedFigure
@@ -83,3 +84,29 @@ def test_an_empty_run_builds_no_figure(tmp_path: Path) -> None:
     store, shared = RunStore(tmp_path), LiveShared()
     live = process(store.run_info("r"), store.read("r"), request(), 100.0, shared)
     assert live.empty and not live.figures and shared.figures.computed == 0
+
+
+def test_findings_marks_are_made_once_for_new_records_on_the_step_axis(tmp_path: Path) -> None:
+    from monitor_cb.diagnosis import Finding
+
+    writer = write_run(tmp_path, "r", steps=300, close=None)
+    store, shared = RunStore(tmp_path), LiveShared()
+    findings = (Finding("loss_spike", "warning", 120, "spike"), Finding("plateau", "info", 10, "flat", end_step=90))
+
+    def refresh(x: str = "step") -> dict[str, object]:
+        req = LiveRequest(ChartSettings(x=x), ZoomState(), findings)
+        live = process(store.run_info("r"), store.read("r"), req, 100.0, shared)
+        return live.figures["loss_lr"].to_dict()
+
+    first = refresh()
+    writer.log_at(1e9, step=301, loss=0.05)
+    writer.flush()
+    second = refresh()
+    marks = [s for s in second["layout"]["shapes"] if s["name"].startswith("finding:")]
+    assert [(s["name"], s["x0"]) for s in marks] == [("finding:plateau", 10), ("finding:loss_spike", 120)]
+    assert marks[0] is next(s for s in first["layout"]["shapes"] if s["name"] == "finding:plateau"), "shared"
+    # on the wall-time axis a mark's x is the time of its step's row
+    on_time = refresh("time")
+    spike = next(s for s in on_time["layout"]["shapes"] if s["name"] == "finding:loss_spike")
+    t = store.read("r").frame.set_index("step")["t"]
+    assert pd.Timestamp(spike["x0"]) == pd.Timestamp(t[120], unit="s").round("ms")
