@@ -98,6 +98,10 @@ class LiveSeries:
                 self.extractions += 1
             return self._memo.setdefault(key, value)
 
+    def memo(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """Anything derived from this data version, built once (``key`` names it; arrays come back read-only)."""
+        return self._once(("memo", key), build)
+
     def values(self, column: str) -> np.ndarray:
         """``column`` as float64 (NaN where missing), read-only."""
         return self._once(("values", column), lambda: float_values(self.frame[column]))  # type: ignore[no-any-return]

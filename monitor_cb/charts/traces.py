@@ -91,7 +91,13 @@ class Ranks:
 
     @classmethod
     def of(cls, df: pd.DataFrame | LiveSeries, rank: int | None) -> Ranks:
+        """The rows of ``rank`` (None: the lowest, when there are several); once per series (each
+        chart of a refresh asks, and the scan is over the whole run)."""
         series = LiveSeries.of(df)
+        return series.memo(("ranks", rank), lambda: cls._of(series, rank))  # type: ignore[no-any-return]
+
+    @classmethod
+    def _of(cls, series: LiveSeries, rank: int | None) -> Ranks:
         if not series.has("rank") or len(series) == 0:
             return cls(None, None)
         ranks = series.values("rank")

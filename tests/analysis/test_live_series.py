@@ -117,3 +117,15 @@ def test_a_missing_x_column_raises_and_is_not_remembered() -> None:
         series.x_axis("time")
     with pytest.raises(KeyError):
         series.x_axis("time")
+
+
+def test_the_drawn_rank_is_found_once_for_every_chart_of_a_refresh(tmp_path: Path) -> None:
+    from monitor_cb.charts.traces import Ranks
+
+    df = frame().assign(rank=np.tile([0, 1], 500))
+    series = LiveSeries(df)
+    first = Ranks.of(series, None)
+    assert first.chosen == 0.0 and first.mask is not None and int(first.mask.sum()) == 500
+    assert Ranks.of(series, None) is first, "the second chart reuses the scan"
+    assert Ranks.of(series, 1).chosen == 1.0
+    assert Ranks.of(LiveSeries(df), None) is not first, "another data version scans again"
