@@ -61,7 +61,7 @@ def live_page() -> None:
     if selection.run is None:
         st.info("No run matches the filter in the sidebar.")
         st.stop()
-    if load_progress(store, selection.run.id) is not None:
+    if load_progress(store, selection.run.id) is not None and not wait_loaded(store, selection.run.id):
         loading_fragment(store, selection.run.id)  # the sidebar is drawn: another run can be picked meanwhile
         st.stop()
     data = read_run(store, selection.run.id, selection.run.ranks)
@@ -83,6 +83,17 @@ def sidebar_state(runs: Any, root: Any) -> tuple[frozenset[tuple[str, str]], boo
 
 # ----------------------------------------------------------------------------- first read
 LOADING_REFRESH_S = 0.5
+# A first read shorter than this (a long run read from its cache file) is waited for: the charts come
+# in the first script run. Longer ones show a progress bar (and the page a rerun once they end).
+QUICK_LOAD_S = 1.0
+
+
+def wait_loaded(store: Any, run_id: str, timeout: float | None = None) -> bool:
+    """Whether the run's background first read ended within ``timeout`` (default :data:`QUICK_LOAD_S`)."""
+    try:
+        return bool(store.wait_loaded(run_id, QUICK_LOAD_S if timeout is None else timeout))
+    except (FileNotFoundError, KeyError):
+        return True  # vanished: the refresh says so
 
 
 def loading_fragment(store: Any, run_id: str) -> None:

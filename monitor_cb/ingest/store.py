@@ -364,6 +364,18 @@ class RunStore:
             thread.start()
             return self._progress(run, total)
 
+    def wait_loaded(self, run_id: str, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the run's background first read; True when none runs now.
+
+        A first read that its cache file covers takes a fraction of a second even for a 1M-step run:
+        a page that waits a moment for it draws the charts at once, without a progress bar first.
+        """
+        loader = self._run(run_id).loader
+        if loader is None:
+            return True
+        loader[0].join(max(0.0, timeout))
+        return not loader[0].is_alive()
+
     @staticmethod
     def _progress(run: _Run, total: int) -> LoadProgress:
         sources = [s for s in run.sources.values() if isinstance(s, MetricsSource)]

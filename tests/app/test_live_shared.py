@@ -88,6 +88,9 @@ def test_a_long_first_read_shows_progress_and_the_sidebar(log_root: Path, monkey
 
     monkeypatch.setattr(store_module, "LOAD_STEP_BYTES", 1024)
     monkeypatch.setattr(store_module, "_read_in_steps", held)
+    from pages import live_page
+
+    monkeypatch.setattr(live_page, "QUICK_LOAD_S", 0.05)  # the held read is not quick: show the progress at once
     at = session("big")
     assert_ok(at)
     assert len(at.get("progress")) == 1
@@ -107,6 +110,26 @@ def test_a_long_first_read_shows_progress_and_the_sidebar(log_root: Path, monkey
     poll(lambda: store.load_progress("big") is None, 60, what="the background read")
     at.run()
     assert_ok(at)
+    assert not at.get("progress") and len(charts(at)) == 3
+
+
+def test_a_quick_first_read_draws_the_charts_at_once(log_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first read that ends within a moment (a long run read from its cache file) is waited for: the first
+    script run draws the charts, with no progress bar and no second run first."""
+    write_run(log_root, "big", steps=400, close=None)
+    RunStore(log_root).list_runs()  # listed by an earlier server: this one lists it from the root's index, unread
+    started = []
+    real = store_module._read_in_steps
+
+    def counted(sources: list[Any]) -> None:
+        started.append(len(sources))
+        real(sources)
+
+    monkeypatch.setattr(store_module, "LOAD_STEP_BYTES", 1024)
+    monkeypatch.setattr(store_module, "_read_in_steps", counted)
+    at = session("big")
+    assert_ok(at)
+    assert started == [1], "the first read went to the background"
     assert not at.get("progress") and len(charts(at)) == 3
 
 

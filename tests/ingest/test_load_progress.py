@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -45,3 +46,19 @@ def test_a_short_read_needs_no_background(tmp_path: Path, size: int) -> None:
     (tmp_path / "run" / "metrics.jsonl").write_bytes(records(1, size))
     store = RunStore(tmp_path, cache=False)
     assert store.load_progress("run") is None
+
+
+def test_wait_loaded_waits_for_the_background_read(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store_module, "LOAD_STEP_BYTES", 2_000)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_bytes(records(1, 3000))
+    store = RunStore(tmp_path, cache=False)
+    assert store.wait_loaded("run", 0.0), "no read in the background: nothing to wait for"
+    release = threading.Event()
+    real = store_module._read_in_steps
+    monkeypatch.setattr(store_module, "_read_in_steps", lambda sources: (release.wait(60), real(sources)))
+    assert store.load_progress("run") is not None
+    assert not store.wait_loaded("run", 0.05), "held: still reading"
+    release.set()
+    assert store.wait_loaded("run", 60)
+    assert store.load_progress("run") is None and len(store.read("run")) == 3000
