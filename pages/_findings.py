@@ -70,6 +70,7 @@ def run_findings(
     now: float | None = None,
     store: Any = None,
     shared: Any = None,
+    first_wait_s: float | None = None,
 ) -> list[Any]:
     """``diagnose`` for one run, remembered until its data, status or settings change.
 
@@ -82,8 +83,8 @@ def run_findings(
         shared: the viewers' :class:`monitor_cb.dashboard.live_refresh.LiveShared`: diagnosis then runs in
             its background worker, once for every viewer, and this returns the latest findings there are
             (of an earlier data version while the newest is diagnosed); only a run never diagnosed
-            before waits for its first findings, at most :data:`FIRST_WAIT_S`. Without it, the
-            findings are computed here and remembered per browser session.
+            before waits for its first findings, at most ``first_wait_s`` (default :data:`FIRST_WAIT_S`).
+            Without it, the findings are computed here and remembered per browser session.
     """
     from monitor_cb.dashboard.live import rank_findings, ranks_version
     from monitor_cb.diagnosis import diagnose
@@ -104,7 +105,8 @@ def run_findings(
         return Diagnosed(list(found), now, time.perf_counter() - started)
 
     if shared is not None:
-        return _background_findings(shared.background, (str(root), run.id, data.rank), key, now, compute)
+        wait = FIRST_WAIT_S if first_wait_s is None else first_wait_s
+        return _background_findings(shared.background, (str(root), run.id, data.rank), key, now, compute, wait)
     cache = st.session_state.setdefault(CACHE_KEY, {})
     hit = cache.get(run.id)
     if hit is not None and (hit[0] == key or _recent(hit[0], key, hit[1], now)):
@@ -132,12 +134,14 @@ def _recent(old_key: tuple[Any, ...], key: tuple[Any, ...], old: Diagnosed, now:
     return old_key[2:4] == key[2:4] and now - old.at < max(2.0, 20 * old.cost_s)
 
 
-def _background_findings(background: Any, name: Any, key: tuple[Any, ...], now: float, compute: Any) -> list[Any]:
+def _background_findings(
+    background: Any, name: Any, key: tuple[Any, ...], now: float, compute: Any, first_wait_s: float
+) -> list[Any]:
     done = background.result(name)
     if done is None or (done.key != key and not _recent(done.key, key, done.value, now)):
         background.submit(name, key, compute)
     if done is None:  # never diagnosed: the first findings are worth a short wait
-        background.wait(name, FIRST_WAIT_S)
+        background.wait(name, first_wait_s)
         done = background.result(name)
     return list(done.value.findings) if done is not None else []
 

@@ -253,7 +253,7 @@ def live_fragment(
     (its summary, its findings) are drawn by the fragment itself into ``about_run`` (a sidebar
     container), so they refresh with the tiles.
     """
-    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known, columns, about_run)
+    st.fragment(run_every=refresh_s)(_live_body)(store, run_id, settings, known, columns, about_run, refresh_s)
 
 
 def _live_body(
@@ -263,6 +263,7 @@ def _live_body(
     known: tuple[frozenset[tuple[str, str]], bool],
     columns: frozenset[str],
     about_run: Any = None,
+    refresh_s: float | None = None,
 ) -> None:
     listed = store.list_runs(max_age=LIST_MAX_AGE_S)
     if sidebar_state(listed, _shared.log_root()) != known:
@@ -278,7 +279,9 @@ def _live_body(
     if event_waiting():
         st.rerun(scope="app")  # a zoom or legend click came during this refresh: the page applies it
     shared = _shared.live_shared(str(store.root))
-    findings = tuple(_findings.run_findings(run, data, _shared.log_root(), store=store, shared=shared))
+    wait = first_findings_wait(len(data), refresh_s)
+    root = _shared.log_root()
+    findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run))
     _findings.sidebar_badge(findings, where)
@@ -289,6 +292,17 @@ def _live_body(
     show(live)
     if not live.empty:
         ranks_section(store, run, data, settings.x, settings.smoothing)
+
+
+# A run never diagnosed in this server waits for its first findings (they are drawn on the charts) when it
+# is short: its diagnosis takes well under a second. A longer one (about 0.6 s per million rows on two cores)
+# is drawn at once and gets its findings at the next refresh, unless no refresh is coming (off or paused).
+SHORT_RUN_ROWS = 200_000
+
+
+def first_findings_wait(rows: int, refresh_s: float | None) -> float | None:
+    """How long this refresh waits for a run's first findings: None = the default wait, 0 = none."""
+    return None if refresh_s is None or rows <= SHORT_RUN_ROWS else 0.0
 
 
 def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend_event: Any) -> bool:

@@ -143,3 +143,49 @@ def test_a_run_that_vanished_since_the_listing_has_no_progress(tmp_path: Path) -
     assert [r.id for r in store.list_runs()] == ["a"]
     shutil.rmtree(tmp_path / "a")
     assert live_page.load_progress(store, "a") is None
+
+
+def test_a_long_run_draws_its_charts_before_its_first_findings(log_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long run's first diagnosis (about 0.6 s per million rows) does not hold its first charts back when a
+    refresh is coming: the findings come with it. With the refresh off, the page waits for them as before."""
+    import monitor_cb.diagnosis as diagnosis
+    from pages import live_page
+
+    write_run(log_root, "long", steps=300, close=None, nan_from=250)
+    release = threading.Event()
+    real = diagnosis.diagnose
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        release.wait(180)
+        return real(*args, **kwargs)
+
+    from pages import _findings
+
+    monkeypatch.setattr(_findings, "FIRST_WAIT_S", 180.0)  # a page that waited would time out (TIMEOUT)
+    monkeypatch.setattr(live_page, "SHORT_RUN_ROWS", 100)  # 300 rows count as long here
+    monkeypatch.setattr(diagnosis, "diagnose", slow)
+    at = session("long")  # the default 2 s refresh
+    assert_ok(at)
+    assert len(charts(at)) == 3, "the charts are drawn while the diagnosis runs"
+    assert not diagnosis_lines(at), "no findings yet"
+    release.set()
+    shared = shared_of(log_root)
+    from tests.browser.harness import poll
+
+    poll(lambda: shared.background.computed >= 1, 60, what="the first diagnosis")
+    at.run()  # the next refresh shows them
+    assert_ok(at)
+    assert diagnosis_lines(at) == ["Diagnosis: 1 finding: 1 error"]
+
+
+def diagnosis_lines(at: AppTest) -> list[str]:
+    """The alert panel's caption line ("Diagnosis: 1 error ...")."""
+    return [c.value for c in at.caption if c.value.startswith("Diagnosis:")]
+
+
+def test_first_findings_wait_only_for_short_runs_or_without_a_refresh() -> None:
+    from pages.live_page import SHORT_RUN_ROWS, first_findings_wait
+
+    assert first_findings_wait(SHORT_RUN_ROWS, 2.0) is None, "short: the default wait"
+    assert first_findings_wait(SHORT_RUN_ROWS + 1, 2.0) == 0.0, "long with a refresh coming: no wait"
+    assert first_findings_wait(SHORT_RUN_ROWS + 1, None) is None, "refresh off or paused: wait"
