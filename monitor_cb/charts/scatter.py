@@ -13,10 +13,13 @@ import numpy as np
 
 from monitor_cb.charts.style import compact_array
 
-# Traces with more points than this use WebGL; fewer stay SVG (crisper, and browsers cap WebGL
-# contexts). A budget of GL_MIN_POINTS plus the ends and extremes downsampling always keeps
-# (GL_SLACK) still counts as that budget.
-GL_MIN_POINTS = 1000
+# Traces with more points than this use WebGL; fewer stay SVG. Every downsampled budget the pages
+# offer (up to 4,000 points per trace, plus the spikes and NaN downsampling always keeps) stays SVG:
+# Streamlit mounts a new chart for every refresh (its element id hashes the figure), and a WebGL
+# chart then creates a new WebGL context each time, about 1.4 s of a live refresh's 2.4 s from
+# record to screen in headless Chromium on two cores without a GPU (bench_dashboard), and browsers
+# cap live WebGL contexts at 16. SVG draws a few thousand points in tens of milliseconds.
+GL_MIN_POINTS = 5000
 GL_SLACK = 4
 
 
