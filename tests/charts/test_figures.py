@@ -92,8 +92,8 @@ def test_points_per_trace_are_bounded_and_spike_kept():
     raw = by_name(fig)["loss (raw)"]
     assert 40.0 in np.asarray(raw.y)
     assert isinstance(raw, go.Scatter)  # 1000 points: still SVG
-    big = dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.8))
-    assert isinstance(by_name(big)["loss (raw)"], go.Scattergl)  # large series use WebGL
+    big = dual_axis_figure(df, ["loss"], options=ChartOptions(smoothing=0.8, n_out=8000))
+    assert isinstance(by_name(big)["loss (raw)"], go.Scattergl)  # traces beyond every offered budget use WebGL
     assert isinstance(dual_axis_figure(make_frame(100), ["loss"]).data[0], go.Scatter)
 
 
