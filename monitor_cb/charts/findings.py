@@ -75,7 +75,7 @@ def finding_marks(
     ranked = sorted(placed, key=lambda p: (-_level(p[0].severity), -p[0].step))
     kept = ranked[: max(0, max_shapes)]
     shapes = tuple(_shape(finding, x0, x1) for finding, x0, x1 in _joined(sorted(kept, key=lambda p: p[0].step)))
-    labels = tuple(_label(finding, x0) for finding, x0, _x1 in kept[: max(0, max_labels)])
+    labels = tuple(_label(finding, x0) for finding, x0, _x1 in ranked[: max(0, max_labels)])
     return FindingMarks(shapes, labels)
 
 

@@ -18,12 +18,12 @@ Diagnosis takes seconds on a long run, so it runs in :class:`~monitor_cb.ingest.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from monitor_cb.analysis.live_series import LiveSeries
-from monitor_cb.charts.findings import FindingMarks, finding_marks, step_mapper, with_marks
+from monitor_cb.charts.findings import MAX_LABELS, MAX_SHAPES, FindingMarks, finding_marks, step_mapper, with_marks
 from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.dashboard.findings_view import finding_key
@@ -94,12 +94,70 @@ def series_of(data: Any, shared: LiveShared | None = None) -> LiveSeries:
     return shared.series.get(("series", data.key), lambda: LiveSeries.of(data))  # type: ignore[no-any-return]
 
 
+# A finding's label (its kind, with the message on hover) goes on the chart of the metric it is about;
+# the others on the first chart shown. Every chart draws every finding's line or band.
+LABEL_PANELS = {
+    "grad_explosion": "speed_grad",
+    "throughput_drop": "speed_grad",
+    "stalled": "speed_grad",
+    "straggler": "speed_grad",
+    "overfitting": "eval",
+}
+
+# (findings, labels?) -> their marks: lines and bands only, or labels only
+Marker = Callable[[tuple[Any, ...], bool], FindingMarks]
+
+
+def label_homes(findings: Sequence[Any], keys: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+    """The findings each chart labels (``keys``: the charts shown, top first; see :data:`LABEL_PANELS`)."""
+    homes: dict[str, list[Any]] = {key: [] for key in keys}
+    for finding in findings:
+        home = LABEL_PANELS.get(finding.kind)
+        homes[home if home in homes else keys[0]].append(finding)
+    return {key: tuple(mine) for key, mine in homes.items()}
+
+
+def chart_marks(findings: tuple[Any, ...], keys: Sequence[str], marker: Marker) -> dict[str, FindingMarks]:
+    """Per chart: every finding's line or band, and the labels of the findings it is home to."""
+    if not keys:
+        return {}
+    lines = marker(findings, False).shapes
+    homes = label_homes(findings, keys)
+    return {key: FindingMarks(lines, marker(homes[key], True).labels if homes[key] else ()) for key in keys}
+
+
+def plain_marker(series: LiveSeries, x: str) -> Marker:
+    """Marks computed when asked (one refresh of one viewer)."""
+    to_x = step_mapper(series, x)
+
+    def marker(findings: tuple[Any, ...], labels: bool) -> FindingMarks:
+        return finding_marks(
+            findings, to_x, max_shapes=0 if labels else MAX_SHAPES, max_labels=MAX_LABELS if labels else 0
+        )
+
+    return marker
+
+
+def shared_marker(series: LiveSeries, data: Any, x: str, shared: LiveShared) -> Marker:
+    """Marks shared by the refreshes of every viewer: on the step axis they do not depend on the data
+    version, so a refresh with new records but the same findings reuses them."""
+    plain = plain_marker(series, x) if x != "step" else None
+    version = None if x == "step" else data.key
+
+    def marker(findings: tuple[Any, ...], labels: bool) -> FindingMarks:
+        key = ("marks", tuple(finding_key(f) for f in findings), labels, x, version)
+        compute = plain if plain is not None else plain_marker(series, x)
+        return shared.figures.get(key, lambda: compute(findings, labels))  # type: ignore[no-any-return]
+
+    return marker
+
+
 def build_figures(
-    series: LiveSeries, run: Any, request: LiveRequest, marks: FindingMarks | None = None
+    series: LiveSeries, run: Any, request: LiveRequest, marker: Marker | None = None
 ) -> dict[str, PreparedFigure]:
     """The refresh's figures from its series: panels, the gradient-norm note, findings; each prepared.
 
-    The findings' marks are appended to each chart's dict (``marks``: computed once for the refresh,
+    The findings' marks are appended to each chart's dict (made by ``marker``: shared by the viewers,
     or here when not given), not added through plotly's validated objects.
     """
     settings = request.settings
@@ -111,18 +169,8 @@ def build_figures(
         add_note(figures["speed_grad"], note)
     if not request.findings:
         return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
-    if marks is None:
-        marks = finding_marks(request.findings, step_mapper(series, settings.x))
-    # diagnosis findings as lines / bands on every chart
-    return {key: PreparedFigure.of(with_marks(fig.to_dict(), marks)) for key, fig in figures.items()}
-
-
-def marks_of(series: LiveSeries, data: Any, request: LiveRequest, shared: LiveShared) -> FindingMarks:
-    """The findings' marks, shared by the refreshes of every viewer: on the step axis they do not
-    depend on the data version (a refresh with new records but the same findings reuses them)."""
-    x = request.settings.x
-    key = ("marks", tuple(finding_key(f) for f in request.findings), x, None if x == "step" else data.key)
-    return shared.figures.get(key, lambda: finding_marks(request.findings, step_mapper(series, x)))  # type: ignore[no-any-return]
+    marks = chart_marks(tuple(request.findings), list(figures), marker or plain_marker(series, settings.x))
+    return {key: PreparedFigure.of(with_marks(fig.to_dict(), marks[key])) for key, fig in figures.items()}
 
 
 def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveShared | None = None) -> LiveData:
@@ -139,6 +187,8 @@ def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveS
     if shared is None:
         figures = build_figures(series, run, request)
     else:
-        marks = marks_of(series, data, request, shared) if request.findings else None
-        figures = shared.figures.get(("figures", request.key(data)), lambda: build_figures(series, run, request, marks))
+        marker = shared_marker(series, data, request.settings.x, shared)
+        figures = shared.figures.get(
+            ("figures", request.key(data)), lambda: build_figures(series, run, request, marker)
+        )
     return LiveData(run, kpis, banner, figures, False, tuple(request.findings))

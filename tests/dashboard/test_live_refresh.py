@@ -110,3 +110,37 @@ def test_findings_marks_are_made_once_for_new_records_on_the_step_axis(tmp_path:
     spike = next(s for s in on_time["layout"]["shapes"] if s["name"] == "finding:loss_spike")
     t = store.read("r").frame.set_index("step")["t"]
     assert pd.Timestamp(spike["x0"]) == pd.Timestamp(t[120], unit="s").round("ms")
+
+
+def test_each_finding_is_labelled_on_the_chart_of_its_metric_and_drawn_on_every_chart(tmp_path: Path) -> None:
+    from monitor_cb.diagnosis import Finding
+
+    write_run(tmp_path, "r", steps=300, close=None)
+    store = RunStore(tmp_path)
+    findings = (
+        Finding("loss_spike", "warning", 120, "spike"),
+        Finding("throughput_drop", "warning", 200, "slower", end_step=220),
+        Finding("overfitting", "warning", 250, "eval loss rises"),
+        Finding("nan", "error", 280, "NaN"),
+    )
+
+    def marks(panels: tuple[str, ...]) -> dict[str, tuple[list[str], list[str]]]:
+        req = LiveRequest(ChartSettings(panels=panels), ZoomState(), findings)
+        live = process(store.run_info("r"), store.read("r"), req, 100.0, LiveShared())
+        out = {}
+        for key, fig in live.figures.items():
+            layout = fig.to_dict()["layout"]
+            lines = [s["name"] for s in layout.get("shapes", []) if s["name"].startswith("finding:")]
+            labels = [a["text"] for a in layout.get("annotations", []) if a["name"].startswith("finding:")]
+            out[key] = (lines, sorted(labels))
+        return out
+
+    every = ["finding:loss_spike", "finding:throughput_drop", "finding:overfitting", "finding:nan"]
+    shown = marks(("loss_lr", "speed_grad", "eval"))
+    assert shown == {
+        "loss_lr": (every, ["loss_spike", "nan"]),
+        "speed_grad": (every, ["throughput_drop"]),
+        "eval": (every, ["overfitting"]),
+    }
+    alone = marks(("loss_lr",))  # the throughput chart is not shown: its findings are labelled on the first chart
+    assert alone == {"loss_lr": (every, ["loss_spike", "nan", "overfitting", "throughput_drop"])}
