@@ -129,10 +129,22 @@ class LiveSeries:
         key = ("selection", metric, axis.kind, rank)
         return self._once(key, lambda: self._select(metric, axis, rank_mask))  # type: ignore[no-any-return]
 
+    def _axis_checks(self, axis: XAxis) -> tuple[np.ndarray, bool]:
+        """Per x axis, once for every metric: rows with a valid x, and whether x never steps back."""
+
+        def build() -> tuple[np.ndarray, bool]:
+            xv = axis.values
+            return valid_x(xv), bool(np.all(xv[1:] >= xv[:-1]))
+
+        if self._memo.get(("x", axis.kind)) is not axis:  # an axis built elsewhere (another origin): not kept
+            return build()
+        return self._once(("axis checks", axis.kind), build)  # type: ignore[no-any-return]
+
     def _select(self, metric: str, axis: XAxis, rank_mask: np.ndarray | None) -> Selection:
         xv, y = axis.values, self.values(metric)
         steps = self.steps() if self.has("step") else None
-        keep = self.logged(metric) & valid_x(xv)
+        valid, ordered = self._axis_checks(axis)
+        keep = self.logged(metric) & valid
         if rank_mask is not None:
             keep = keep & rank_mask
         rows = None
@@ -140,8 +152,9 @@ class LiveSeries:
             rows = np.flatnonzero(keep)
             xv, y = xv[rows], y[rows]
             steps = steps[rows] if steps is not None else None
+            ordered = bool(np.all(xv[1:] >= xv[:-1])) if not ordered else True  # a subset of an ordered x is ordered
         order = None
-        if y.size and not bool(np.all(xv[1:] >= xv[:-1])):  # wall time can step back after a clock change
+        if y.size and not ordered:  # wall time can step back after a clock change
             order = np.argsort(xv, kind="stable")
             xv, y = xv[order], y[order]
             steps = steps[order] if steps is not None else None

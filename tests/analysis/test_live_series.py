@@ -129,3 +129,18 @@ def test_the_drawn_rank_is_found_once_for_every_chart_of_a_refresh(tmp_path: Pat
     assert Ranks.of(series, None) is first, "the second chart reuses the scan"
     assert Ranks.of(series, 1).chosen == 1.0
     assert Ranks.of(LiveSeries(df), None) is not first, "another data version scans again"
+
+
+def test_an_x_axis_is_checked_once_for_every_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = live_series.valid_x
+    monkeypatch.setattr(live_series, "valid_x", lambda values: calls.append(len(values)) or real(values))
+    df = frame()
+    df.loc[500, "t"] = df.loc[10, "t"]  # the clock stepped back once: the time axis is sorted for drawing
+    series = LiveSeries(df)
+    for metric in ("loss", "lr", "throughput", "grad_norm"):
+        series.selection(metric, "step")
+        sel = series.selection(metric, "time")
+        assert sel.order is not None and bool(np.all(np.diff(sel.x.astype(np.int64)) >= 0))
+    assert calls == [len(df), len(df)], "one check per axis, not per metric"
+    assert series.selection("eval_loss", "step").order is None
