@@ -221,61 +221,63 @@ def browser(run: BigRun, tmp: Path, samples: int) -> dict[str, Any] | str:
 
         ws.on("framereceived", received)
 
-    with streamlit_server(run.dir.parent, tmp / "streamlit.log") as url, chromium_page() as page:
-        page.on("websocket", on_ws)
-        opened = time.monotonic()
-        page.goto(f"{url}/?run={RUN}", wait_until="domcontentloaded")
-        poll(lambda: chart_state(page, "chart_loss_lr", "loss"), timeout=120, what="the first chart")
-        first_chart = time.monotonic() - opened
-        page.get_by_text("1 s", exact=True).click()
-        poll(lambda: (chart_state(page, "chart_loss_lr", "loss") or {}).get("maxX", 0) >= run.step, 30, what="ready")
+    with streamlit_server(run.dir.parent, tmp / "streamlit.log") as url:
+        with chromium_page() as page:
+            page.on("websocket", on_ws)
+            opened = time.monotonic()
+            page.goto(f"{url}/?run={RUN}", wait_until="domcontentloaded")
+            poll(lambda: chart_state(page, "chart_loss_lr", "loss"), timeout=120, what="the first chart")
+            first_chart = time.monotonic() - opened
+            page.get_by_text("1 s", exact=True).click()
+            ready = lambda: (chart_state(page, "chart_loss_lr", "loss") or {}).get("maxX", 0) >= run.step  # noqa: E731
+            poll(ready, 30, what="ready")
 
-        latencies = []
-        for _ in range(samples):
-            last = run.append(1)
-            t = time.monotonic()
-            poll(
-                lambda last=last: (chart_state(page, "chart_loss_lr", "loss") or {}).get("maxX", 0) >= last,
-                timeout=10,
-                interval=0.02,
-                what=f"step {last}",
-            )
-            latencies.append(time.monotonic() - t)
-            # land the next write at a random phase of the refresh cycle
-            time.sleep(0.1 + 0.37 * (len(latencies) % 3))  # pacing between samples, not a wait
+            latencies = []
+            for _ in range(samples):
+                last = run.append(1)
+                t = time.monotonic()
+                poll(
+                    lambda last=last: (chart_state(page, "chart_loss_lr", "loss") or {}).get("maxX", 0) >= last,
+                    timeout=10,
+                    interval=0.02,
+                    what=f"step {last}",
+                )
+                latencies.append(time.monotonic() - t)
+                # land the next write at a random phase of the refresh cycle
+                time.sleep(0.1 + 0.37 * (len(latencies) % 3))  # pacing between samples, not a wait
 
-        # bytes per fragment refresh: script runs in a quiet window with the run still writing
-        frames.clear()
-        t_end = time.monotonic() + 6.0
-        while time.monotonic() < t_end:
-            run.append(10)
-            page.wait_for_timeout(500)
-        fragment_bytes = _per_run(frames)
+            # bytes per fragment refresh: script runs in a quiet window with the run still writing
+            frames.clear()
+            t_end = time.monotonic() + 6.0
+            while time.monotonic() < t_end:
+                run.append(10)
+                page.wait_for_timeout(500)
+            fragment_bytes = _per_run(frames)
 
-        # refreshes that find no new record: the figures are reused and Streamlit sends references.
-        # The window starts after two script runs that began after the last write: on loaded cores
-        # Chromium's refresh timer fires late, and the first run or two still draw the last records
-        # (that is what the "121 kB with no new record" of an earlier version of this script measured).
-        done = sum(f[2] for f in frames)
-        poll(lambda: page.wait_for_timeout(50) or sum(f[2] for f in frames) >= done + 2, 60, what="two quiet runs")
-        frames.clear()
-        page.wait_for_timeout(5000)
-        idle_bytes = _per_run(frames)
+            # refreshes that find no new record: the figures are reused and Streamlit sends references.
+            # The window starts after two script runs that began after the last write: on loaded cores
+            # Chromium's refresh timer fires late, and the first run or two still draw the last records
+            # (that is what the "121 kB with no new record" of an earlier version of this script measured).
+            done = sum(f[2] for f in frames)
+            poll(lambda: page.wait_for_timeout(50) or sum(f[2] for f in frames) >= done + 2, 60, what="two quiet runs")
+            frames.clear()
+            page.wait_for_timeout(5000)
+            idle_bytes = _per_run(frames)
 
-        # baseline: full-page reruns (the Pause toggle reruns the whole script; the charts still draw once)
-        full_runs = []
-        for _ in range(2):
-            for _state in range(2):
-                run.append(10)  # new records, as for the fragment refreshes
-                page.wait_for_timeout(300)
-                frames.clear()
-                page.get_by_text("Pause", exact=True).click()
-                # wait_for_timeout lets Playwright deliver the websocket events while we poll
-                poll(lambda: page.wait_for_timeout(20) or any(f[2] for f in frames), timeout=30, what="full rerun")
-                page.wait_for_timeout(300)
-                full_runs.append(_per_run(frames)[0] if _per_run(frames) else 0)
-        page.screenshot(path=str(REPO / "bench" / "out" / "dashboard-1m.png"), full_page=False)
-        floor = first_chart_floor(url, run)
+            # baseline: full-page reruns (the Pause toggle reruns the whole script; the charts still draw once)
+            full_runs = []
+            for _ in range(2):
+                for _state in range(2):
+                    run.append(10)  # new records, as for the fragment refreshes
+                    page.wait_for_timeout(300)
+                    frames.clear()
+                    page.get_by_text("Pause", exact=True).click()
+                    # wait_for_timeout lets Playwright deliver the websocket events while we poll
+                    poll(lambda: page.wait_for_timeout(20) or any(f[2] for f in frames), timeout=30, what="full rerun")
+                    page.wait_for_timeout(300)
+                    full_runs.append(_per_run(frames)[0] if _per_run(frames) else 0)
+            page.screenshot(path=str(REPO / "bench" / "out" / "dashboard-1m.png"), full_page=False)
+        floor = first_chart_floor(url, run)  # after that browser has closed
     return {
         "floor": floor,
         "latency": latencies,
