@@ -55,29 +55,56 @@ def pin_constant_axes(fig: Any) -> Any:
     An axis whose range is already set (a zoom, a chosen range) is left alone, as is one with no
     finite value (an empty chart). Returns ``fig``.
     """
+    traces = [(t.visible, getattr(t, "yaxis", None), _drawn_y(t)) for t in fig.data]
+    shapes = [(s.yref, s.y0, s.y1) for s in fig.layout.shapes or ()]
+    for name, update in _pins(traces, shapes, lambda name: _axis_state(fig.layout[name])).items():
+        fig.layout[name].update(update)
+    return fig
+
+
+def pin_constant_axes_spec(data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
+    """:func:`pin_constant_axes` on a figure's plain dicts (line traces with numpy arrays), in place."""
+    empty = np.empty(0)
+    traces = [(t.get("visible"), t.get("yaxis"), _floats(t["y"]) if t.get("y") is not None else empty) for t in data]
+    shapes = [(s.get("yref"), s.get("y0"), s.get("y1")) for s in layout.get("shapes") or ()]
+    for name, update in _pins(traces, shapes, lambda name: _axis_state(layout.get(name) or {})).items():
+        layout[name] = {**(layout.get(name) or {}), **update}
+
+
+def _axis_state(axis: Any) -> tuple[Any, Any, Any]:
+    """(range, autorange, type) of a layout axis, an object or a dict."""
+    if isinstance(axis, dict):
+        return axis.get("range"), axis.get("autorange"), axis.get("type")
+    return axis.range, axis.autorange, axis.type
+
+
+def _pins(
+    traces: list[tuple[Any, Any, np.ndarray]], shapes: list[tuple[Any, Any, Any]], axis_of: Any
+) -> dict[str, dict[str, Any]]:
+    """Axis name -> the layout that pins it, from (visible, yaxis, drawn y) per trace and (yref, y0, y1) per shape."""
     values: dict[str, list[np.ndarray]] = {}
-    for trace in fig.data:
-        if trace.visible is False:
+    for visible, yaxis, drawn in traces:
+        if visible is False:
             continue
-        drawn = _drawn_y(trace)
         if drawn.size:
-            values.setdefault(getattr(trace, "yaxis", None) or "y", []).append(drawn)
-    for shape in fig.layout.shapes or ():
-        ref = shape.yref or "y"
-        if ref in values and shape.y0 is not None and shape.y0 == shape.y1:  # a horizontal line: a threshold
-            values[ref].append(_floats([shape.y0]))
+            values.setdefault(yaxis or "y", []).append(drawn)
+    for yref, y0, y1 in shapes:
+        ref = yref or "y"
+        if ref in values and y0 is not None and y0 == y1:  # a horizontal line: a threshold
+            values[ref].append(_floats([y0]))
+    out = {}
     for ref, arrays in values.items():
         name = "yaxis" + ref[1:]
-        axis = fig.layout[name]
-        if axis.range is not None or axis.autorange is False:
+        span, autorange, kind = axis_of(name)
+        if span is not None or autorange is False:
             continue
-        log = axis.type == "log"
+        log = kind == "log"
         drawn = np.concatenate(arrays)
         drawn = drawn[np.isfinite(drawn) & ((drawn > 0) if log else True)]
         # float32 traces (compact arrays) next to float64 ones: 0.0099999998 and 0.01 are one value
         if drawn.size and drawn.max() - drawn.min() <= _SAME * max(abs(drawn.min()), abs(drawn.max())):
-            fig.layout[name].update(constant_axis(float(drawn.max()), log))
-    return fig
+            out[name] = constant_axis(float(drawn.max()), log)
+    return out
 
 
 def _drawn_y(trace: Any) -> np.ndarray:

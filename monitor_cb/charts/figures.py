@@ -141,7 +141,8 @@ def dual_axis_figure(
         y2=(y2_title or ", ".join(present_right)) if present_right else None,
         title=title,
     )
-    return fig.figure(layout_dict(xa, options, labels, log_y2=log_y2))
+    layout = layout_dict(xa, options, labels, log_y2=log_y2)
+    return fig.prepared(layout) if data.prepared else fig.figure(layout)
 
 
 def eval_figure(

@@ -56,20 +56,35 @@ def _from_mindformers(meta: Mapping[str, Any], cell: str) -> bool:
 
 
 def add_note(fig: go.Figure, text: str) -> go.Figure:
-    """``text`` as a grey note at the bottom of the plot area (user text escaped; ``\\n`` breaks lines)."""
-    lines = "<br>".join(escape_html(line) for line in text.split("\n"))
-    fig.add_annotation(
-        text=lines,
-        xref="paper",
-        yref="paper",
-        x=0.5,
-        y=0.02,
-        xanchor="center",
-        yanchor="bottom",
-        showarrow=False,
-        align="left",
-        font={"size": 11, "color": NOTE_COLOR},
-        bgcolor="rgba(255,255,255,0.85)",
-        name="monitor_note",
-    )
+    """``text`` as a grey note at the bottom of the plot area (user text escaped; ``\\n`` breaks lines).
+
+    A :class:`~monitor_cb.charts.prepared.PreparedFigure` just built (not yet shown to anyone) gets it
+    in its dict."""
+    from monitor_cb.charts.prepared import PreparedFigure
+
+    note = note_annotation(text)
+    if isinstance(fig, PreparedFigure):
+        layout = fig.to_dict()["layout"]
+        layout["annotations"] = [*(layout.get("annotations") or ()), note]
+        return fig
+    fig.add_annotation(**note)
     return fig
+
+
+def note_annotation(text: str) -> dict[str, Any]:
+    """The note's annotation dict (see :func:`add_note`)."""
+    lines = "<br>".join(escape_html(line) for line in text.split("\n"))
+    return {
+        "text": lines,
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.5,
+        "y": 0.02,
+        "xanchor": "center",
+        "yanchor": "bottom",
+        "showarrow": False,
+        "align": "left",
+        "font": {"size": 11, "color": NOTE_COLOR},
+        "bgcolor": "rgba(255,255,255,0.85)",
+        "name": "monitor_note",
+    }

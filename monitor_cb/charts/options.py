@@ -91,6 +91,9 @@ class ChartData:
         series: the frame's column arrays (:class:`~monitor_cb.analysis.live_series.LiveSeries`), each
             built once and shared by every figure of a refresh; made from ``frame`` and ``logged`` when
             not given (then shared by the traces of this one figure).
+        prepared: build each figure as a finished
+            :class:`~monitor_cb.charts.prepared.PreparedFigure` (its dict made directly, no plotly
+            objects): for a chart rebuilt at every live refresh and drawn as it is.
     """
 
     frame: pd.DataFrame
@@ -100,6 +103,7 @@ class ChartData:
     cache_key: Any = None
     other_ranks: Mapping[str, Any] | None = field(default=None, repr=False)
     series: LiveSeries = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    prepared: bool = False
 
     def __post_init__(self) -> None:
         if self.series is None:
@@ -113,7 +117,7 @@ class ChartData:
     def with_frame(self, frame: pd.DataFrame, logged: Masks = None) -> ChartData:
         """The same selection over another frame with the same rows (e.g. values converted to GiB)."""
         logged = logged if logged is not None else self.logged
-        return ChartData(frame, logged, self.rows, self.rank, self.cache_key, self.other_ranks)  # a new series
+        return ChartData(frame, logged, self.rows, self.rank, self.cache_key, self.other_ranks, prepared=self.prepared)
 
 
 def _frozen(threshold: Any) -> Threshold:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.charts.options import ChartOptions
+from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.dashboard.panels import DEFAULT_PANELS, panels_for
 from monitor_cb.dashboard.zoom import ZoomState, monotonic_x, rows_in_steps, x_range_for
 
@@ -75,8 +76,12 @@ def live_figures(
     uirevision: Any = "live",
     cache_key: Any = None,
     other_ranks: Mapping[str, Any] | None = None,
+    prepared: bool = False,
 ) -> dict[str, Any]:
     """One ``go.Figure`` per shown panel (key -> figure), zoom re-applied and hidden legend entries kept hidden.
+
+    ``prepared``: each figure a finished :class:`~monitor_cb.charts.prepared.PreparedFigure` (its dict
+    built directly; what a live refresh draws and never changes).
 
     ``df`` is the whole run frame; when zoomed, only the zoomed step range is drawn and downsampled,
     so a zoom into a 1M-step run shows every point of that range. ``cache_key`` (the run id) lets
@@ -96,7 +101,9 @@ def live_figures(
     options = settings.chart_options(x_range, uirevision)
     # full resolution inside the zoom; smoothing still sees the whole run
     rows = zoomed_rows(series, zoom)
-    data = charts.ChartData(series.frame, series.masks or None, rows, None, cache_key, other_ranks, series)
+    data = charts.ChartData(
+        series.frame, series.masks or None, rows, None, cache_key, other_ranks, series, prepared=prepared
+    )
     figures: dict[str, Any] = {}
     for panel in panels_for(series.columns):
         if panel.key not in settings.panels:
@@ -106,15 +113,13 @@ def live_figures(
         elif panel.key == "custom":
             fig = charts.dual_axis_figure(data, settings.custom_left, settings.custom_right, options, title=panel.title)
         elif panel.key == "eval":
-            fig = charts.eval_figure(data, options)
+            fig = charts.eval_figure(data, options, title=panel.title)
         elif panel.key == "components":
-            fig = charts.components_figure(data, options)
+            fig = charts.components_figure(data, options, title=panel.title)
         elif panel.key == "timing":
-            fig = charts.timing_figure(data, options)
+            fig = charts.timing_figure(data, options, title=panel.title)
         else:
-            fig = charts.memory_figure(data, options)
-        if panel.key not in ("loss_lr", "speed_grad", "custom"):
-            fig.update_layout(title=panel.title)
+            fig = charts.memory_figure(data, options, title=panel.title)
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))
         figures[panel.key] = fig
     return figures
@@ -190,9 +195,16 @@ def figures_key(data: Any, settings: ChartSettings, zoom: ZoomState) -> tuple[An
 
 
 def hide_traces(fig: Any, names: Iterable[str]) -> None:
-    """Keep legend entries the user switched off switched off in a freshly built figure."""
+    """Keep legend entries the user switched off switched off in a freshly built figure (a prepared one too:
+    its dict is changed before anyone else sees it)."""
     hidden = set(names)
-    if hidden:
-        for trace in fig.data:
-            if trace.name in hidden:
-                trace.visible = "legendonly"
+    if not hidden:
+        return
+    if isinstance(fig, PreparedFigure):
+        for trace in fig.to_dict()["data"]:
+            if trace.get("name") in hidden:
+                trace["visible"] = "legendonly"
+        return
+    for trace in fig.data:
+        if trace.name in hidden:
+            trace.visible = "legendonly"

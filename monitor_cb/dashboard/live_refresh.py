@@ -162,7 +162,14 @@ def build_figures(
     """
     settings = request.settings
     figures = live_figures(
-        series, settings, request.zoom, None, f"{run.id}|{settings.x}", request.series_key, request.other_ranks or None
+        series,
+        settings,
+        request.zoom,
+        None,
+        f"{run.id}|{settings.x}",
+        request.series_key,
+        request.other_ranks or None,
+        prepared=True,  # drawn as they are: their dicts are built directly, without plotly objects
     )
     note = grad_norm_note(series.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
     if note:  # the chart says why it shows throughput only, and how to get the norm

@@ -96,3 +96,45 @@ def test_live_figures_send_32_bit_arrays_and_a_small_template() -> None:
     spec = plotly.io.to_json(figs["loss_lr"], validate=False)
     assert '"dtype":"f4"' in spec and '"dtype":"i4"' in spec and '"f8"' not in spec
     assert len(spec) < 60_000
+
+
+@pytest.mark.parametrize("x", ["step", "time"])
+def test_prepared_figures_draw_what_plotly_objects_draw(x: str) -> None:
+    """The live refresh builds its figures' dicts directly (``prepared=True``): the browser must receive what the
+    plotly objects would give, with NaN marks, thresholds, a constant (pinned) axis, hidden entries and every panel."""
+    import json
+
+    import plotly.io
+
+    from monitor_cb.charts.notes import add_note
+    from monitor_cb.charts.prepared import PreparedFigure
+
+    n = 3000
+    rng = np.random.default_rng(1)
+    df = frame(
+        n,
+        throughput=np.full(n, 800.0),  # constant: its axis is pinned
+        grad_norm=1 + rng.random(n),
+        eval_loss=np.nan,
+        step_time=np.full(n, 0.2),
+        mem_device=np.full(n, 2.0**31),
+        loss_ce=np.linspace(2, 1, n),
+    )
+    df.loc[df.index[::300], "eval_loss"] = 2.0
+    df.loc[[700, 701], "loss"] = [np.nan, np.inf]
+    logged = {"eval_loss": df["eval_loss"].notna().to_numpy()}
+    panels = ("loss_lr", "speed_grad", "eval", "components", "timing", "memory")
+    settings = ChartSettings(panels=panels, x=x, thresholds={"grad_norm": (None, 1.5)}, log_y=True)
+    zoom = ZoomState(hidden={"chart_loss_lr": ["lr"]})
+    plain = live_figures(df, settings, zoom, logged)
+    prepared = live_figures(df, settings, zoom, logged, prepared=True)
+    assert list(prepared) == list(plain) == list(panels)
+    add_note(plain["speed_grad"], "a note")
+    add_note(prepared["speed_grad"], "a note")
+    for key in panels:
+        assert isinstance(prepared[key], PreparedFigure)
+        sent = json.loads(plotly.io.to_json(prepared[key], validate=False))
+        assert sent == json.loads(plotly.io.to_json(plain[key], validate=False)), key
+    speed = json.loads(plotly.io.to_json(prepared["speed_grad"], validate=False))["layout"]
+    assert speed["yaxis"]["tickvals"] == [800.0], "the constant throughput axis is pinned"
+    assert speed["annotations"][-1]["text"] == "a note"
