@@ -80,3 +80,24 @@ def test_a_whole_file_read_is_used_for_a_large_first_read(tmp_path: Path, monkey
     monkeypatch.setattr(tail_module.FileTail, "read_whole", spy)
     source = read(path)
     assert calls == [True] and source.tail.offset == path.stat().st_size
+
+
+def test_columns_converted_two_at_a_time_give_the_same_rows(tmp_path: Path, monkeypatch) -> None:
+    """A long file's columns go to numpy in a small thread pool (bulk.PARALLEL_ROWS): same rows and masks."""
+    from monitor_cb.ingest import bulk
+
+    monkeypatch.setattr(tail_module, "WHOLE_MIN_BYTES", 1)
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(lines(range(1, 3000), grad_norm=2.5))
+    serial = read(path, bulk_min_bytes=1)
+    monkeypatch.setattr(bulk, "PARALLEL_ROWS", 1)
+    monkeypatch.setattr(bulk, "_POOL", {})
+    pooled = read(path, bulk_min_bytes=1)
+    assert pooled.parser.bulk_chunks == serial.parser.bulk_chunks == 1
+    assert bulk._POOL, "the pool was used"
+    _, frame, masks = pooled.frame_and_masks()
+    _, want, want_masks = serial.frame_and_masks()
+    assert_frame_equal(frame, want)
+    assert sorted(masks) == sorted(want_masks)
+    for name, mask in want_masks.items():
+        assert np.array_equal(masks[name], mask), name
