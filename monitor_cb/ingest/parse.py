@@ -70,7 +70,7 @@ class ChunkParser:
         return batch, bad
 
     def parse_file(self, path: str, mapped: Any, size: int) -> Batch | None:
-        """A whole file of complete lines (mapped, ``size`` bytes, no NaN/Infinity token) read by polars
+        """A whole file of complete lines (mapped, ``size`` bytes) read by polars
         itself; None when the fast path is not sure (the caller then reads it the usual way)."""
         from monitor_cb.ingest.bulk import decode_bulk_file
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from pandas.testing import assert_frame_equal
 
+from monitor_cb.ingest import parse as parse_module
 from monitor_cb.ingest import tail as tail_module
 from monitor_cb.ingest.source import MetricsSource
-from tests.ingest.helpers import line
+from tests.ingest.helpers import legacy_line, line
 
 
 def lines(steps: range, **extra: object) -> bytes:
@@ -63,6 +64,38 @@ def test_whole_file_read_matches_the_line_path(tmp_path: Path, monkeypatch, data
         handle.write(lines(range(5000, 5010)))
     assert fast.poll() == careful.poll() > 0
     assert_frame_equal(fast.frame(), careful.frame())
+
+
+def between(special: bytes) -> bytes:
+    """``special`` (step 1500) in the middle of a file, where the key sample does not look."""
+    return lines(range(1, 1500)) + special + lines(range(1501, 3000))
+
+
+@pytest.mark.parametrize(
+    ("special", "whole"),
+    [
+        (legacy_line({"step": 1500, "loss": float("-inf")}), False),  # a bare token
+        (line({"step": 1500, "loss": float("nan")}), False),  # the collector's "NaN"
+        (line({"step": 1500, "phase": float("inf")}), False),  # in a text column
+        (b'{"step": 1500, "phase": "NaN"}\n', False),  # text that the other paths read as a number
+        (b'{"step": 1500, "phase": "-Infinity"}\n', False),
+        (line({"step": 1500, "rare": float("nan")}), False),  # under a key outside the schema
+        (line({"step": 1500, "phase": "NaN at 1499"}), True),  # text that is text
+    ],
+)
+def test_a_non_finite_value_the_sample_missed_reads_as_the_line_path_reads_it(
+    tmp_path: Path, monkeypatch, special: bytes, whole: bool
+) -> None:
+    monkeypatch.setattr(parse_module, "_SAMPLE_POINTS", 0)  # the sample: the first lines and the last
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(between(special))
+    careful = read(path, bulk_min_bytes=1 << 40)  # the line path (the file is below WHOLE_MIN_BYTES)
+    monkeypatch.setattr(tail_module, "WHOLE_MIN_BYTES", 1)
+    fast = read(path, bulk_min_bytes=1 << 40)  # the whole-file read, else the line path
+    assert fast.parser.bulk_chunks == int(whole)
+    assert careful.parser.bulk_chunks == 0
+    assert_frame_equal(fast.frame(), careful.frame())
+    assert fast.bad_count == careful.bad_count
 
 
 def test_a_whole_file_read_is_used_for_a_large_first_read(tmp_path: Path, monkeypatch) -> None:
