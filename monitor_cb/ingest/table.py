@@ -359,11 +359,14 @@ class RankTable:
         step = self._resolve_steps(batch.step)
         seg = self._resolve_segs(batch.seg, step)
         keys = seg * _STEP_LIMIT + step
-        order = None if bool(np.all(keys[1:] >= keys[:-1])) else np.argsort(keys, kind="stable")
-        sorted_keys = keys if order is None else keys[order]
-        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-        ends = np.r_[starts[1:], m] - 1
-        groups = _Groups(sorted_keys[starts], _GroupMerge(order, starts, ends))
+        if bool(np.all(keys[1:] > keys[:-1])):  # the usual batch: one record per step, in order
+            groups = _Groups(keys, _GroupMerge(None, None, None), step if step.dtype == np.int64 else None)
+        else:
+            order = None if bool(np.all(keys[1:] >= keys[:-1])) else np.argsort(keys, kind="stable")
+            sorted_keys = keys if order is None else keys[order]
+            starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+            ends = np.r_[starts[1:], m] - 1
+            groups = _Groups(sorted_keys[starts], _GroupMerge(order, starts, ends))
         groups.add("t", batch.t, ~np.isnan(batch.t))
         for name, (values, logged) in batch.floats.items():
             groups.add(name, values, logged)
@@ -372,10 +375,11 @@ class RankTable:
         for name, (values, logged) in batch.texts.items():
             if name not in batch.floats and name not in self.floats:
                 groups.add(name, values, logged, text=True)
-        group_segs = groups.keys // _STEP_LIMIT
-        if group_segs[0] == group_segs[-1]:
-            self._merge_segment(int(group_segs[0]), groups)
+        first_seg, last_seg = int(groups.keys[0] // _STEP_LIMIT), int(groups.keys[-1] // _STEP_LIMIT)
+        if first_seg == last_seg:  # (keys are sorted)
+            self._merge_segment(first_seg, groups)
         else:  # older segments first, so later ones replace them
+            group_segs = groups.keys // _STEP_LIMIT
             bounds = [0, *(np.flatnonzero(np.diff(group_segs)) + 1), len(group_segs)]
             for lo, hi in itertools.pairwise(bounds):
                 self._merge_segment(int(group_segs[lo]), groups.subset(slice(lo, hi)))
@@ -403,7 +407,7 @@ class RankTable:
 
     def _merge_segment(self, seg: int, groups: _Groups) -> None:
         """Merge rows of one segment (steps sorted, unique) into the one-row-per-step buffers."""
-        steps = groups.keys % _STEP_LIMIT
+        steps = groups.steps if groups.steps is not None else groups.keys % _STEP_LIMIT
         n = self.n
         if n == 0 or steps[0] > self._step[n - 1]:
             self._append_rows(seg, steps, groups)
@@ -587,9 +591,11 @@ class RankTable:
 class _GroupMerge:
     """Reduce batch rows with equal keys to one row: the last logged value of each column wins."""
 
-    def __init__(self, order: np.ndarray | None, starts: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, order: np.ndarray | None, starts: np.ndarray | None, ends: np.ndarray | None) -> None:
+        """``starts``/``ends``: each key's first and last row in key order; None: every key is one row."""
         self.order, self.starts, self.ends = order, starts, ends
-        self.trivial = len(ends) == 0 or len(starts) == int(ends[-1]) + 1  # no two rows share a key
+        # no two rows share a key
+        self.trivial = starts is None or ends is None or len(ends) == 0 or len(starts) == int(ends[-1]) + 1
 
     def __call__(self, values: np.ndarray, logged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.order is not None:
@@ -604,9 +610,10 @@ class _GroupMerge:
 class _Groups:
     """The merged rows of one batch: (seg, step) keys plus name -> (values, logged, is_text)."""
 
-    def __init__(self, keys: np.ndarray, merge: _GroupMerge | None) -> None:
+    def __init__(self, keys: np.ndarray, merge: _GroupMerge | None, steps: np.ndarray | None = None) -> None:
         self.keys = keys
         self.merge = merge
+        self.steps = steps  # keys % STEP_LIMIT when at hand (a division less for a long batch)
         self.columns: dict[str, tuple[np.ndarray, np.ndarray, bool]] = {}
 
     def add(self, name: str, values: np.ndarray, logged: np.ndarray, text: bool = False) -> None:
@@ -617,7 +624,7 @@ class _Groups:
         self.columns[name] = (merged_values, merged_logged, text)
 
     def subset(self, which: np.ndarray | slice) -> _Groups:
-        sub = _Groups(self.keys[which], None)
+        sub = _Groups(self.keys[which], None, None if self.steps is None else self.steps[which])
         sub.columns = {name: (v[which], lg[which], text) for name, (v, lg, text) in self.columns.items()}
         return sub
 

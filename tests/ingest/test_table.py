@@ -58,6 +58,15 @@ def test_resumed_run_latest_segment_wins_older_rows_kept() -> None:
     assert sorted(every.loc[every["step"] == 8, "loss"]) == [18.0, 28.0]
 
 
+def test_one_batch_of_two_segments_in_order_matches_two_batches() -> None:
+    first = [{"step": s, "seg": 1, "loss": 10.0 + s} for s in range(1, 11)]
+    second = [{"step": s, "seg": 2, "loss": 20.0 + s} for s in range(6, 13)]
+    whole, apart = table_of(first + second), table_of(first, second)
+    assert whole.frame().equals(apart.frame())
+    assert whole.frame(all_segments=True).equals(apart.frame(all_segments=True))
+    assert whole.frame()["step"].dtype == np.int64
+
+
 def test_file_without_segments_starts_one_where_steps_go_back() -> None:
     table = table_of([{"step": s, "loss": 1.0} for s in range(1, 6)], [{"step": s, "loss": 2.0} for s in range(3, 8)])
     frame = table.frame()
