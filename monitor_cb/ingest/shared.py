@@ -19,6 +19,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from monitor_cb.ingest.heap import release_free_memory
+
 T = TypeVar("T")
 
 
@@ -146,6 +148,7 @@ class Background:
                 done = None
             else:
                 done = Done(key, value)
+            release_free_memory()  # what a diagnosis freed (hundreds of MB on a long run) leaves the process
             with self._lock:
                 if done is not None:
                     self._done[name] = done
