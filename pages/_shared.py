@@ -5,6 +5,7 @@ Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -76,10 +77,17 @@ def get_store(root: str) -> Any:
     return None  # pragma: no cover - st.stop() raises
 
 
+FIRST_LISTING = "Reading the log root for the first time (long runs take a few seconds; later, an index lists them)…"
+
+
 def list_runs(store: Any) -> list[Any]:
     """All runs under the root, newest first; a broken root becomes an error message, not a traceback."""
+    # A server's first listing reads files no index describes yet (seconds for a root of long runs): say so.
+    # (Streamlit shows a spinner only after half a second, so a quick listing shows nothing.)
+    first = not getattr(store, "has_listed", True)
     try:
-        runs = list(store.list_runs())
+        with st.spinner(FIRST_LISTING) if first else contextlib.nullcontext():
+            runs = list(store.list_runs())
     except OSError as exc:
         st.error(f"Cannot read the log root: {md(redact(exc))}")
         st.stop()

@@ -199,6 +199,11 @@ class RunStore:
             return sum(self.remote.map(lambda source: source.poll(), sources))
         return sum(source.poll() for source in sources)
 
+    @property
+    def has_listed(self) -> bool:
+        """Whether this store has listed its root before (a fresh root's first listing reads every file)."""
+        return self._listed is not None
+
     def list_runs(self, max_age: float = 0.0) -> list[RunInfo]:
         """Every run with its status, newest write first; cheap enough for every refresh.
 

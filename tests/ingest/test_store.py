@@ -49,6 +49,14 @@ def test_run_info_fields(tmp_path: Path) -> None:
     assert info.path == tmp_path / "exp001" and info.last_write > 0
 
 
+def test_has_listed_tells_a_first_listing_apart(tmp_path: Path) -> None:
+    write_run(tmp_path / "exp001")
+    store = store_of(tmp_path)
+    assert store.has_listed is False  # the dashboard says what a fresh root's first listing is doing
+    store.list_runs()
+    assert store.has_listed is True
+
+
 def test_symlinks_and_dotdot_never_leave_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     write_run(tmp_path / "secret")
