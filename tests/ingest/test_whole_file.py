@@ -134,3 +134,14 @@ def test_columns_converted_two_at_a_time_give_the_same_rows(tmp_path: Path, monk
     assert sorted(masks) == sorted(want_masks)
     for name, mask in want_masks.items():
         assert np.array_equal(masks[name], mask), name
+
+
+def test_the_colon_count_waits_for_polars_and_a_failed_count_is_no_count() -> None:
+    from monitor_cb.ingest.bulk import _CountWhile
+
+    ran: list[str] = []
+    counter = _CountWhile(lambda: ran.append("count") or 7)
+    assert ran == []  # not before go(): it would hold the GIL the parse needs
+    counter.go()
+    assert counter() == 7 and ran == ["count"]
+    assert _CountWhile(lambda: 1 // 0)() is None  # the caller then reads the file the usual way
