@@ -147,7 +147,8 @@ def _decode(
     # Every value has its own colon, so colons >= non-null cells; equality proves that no key
     # fell outside the schema, no value was null or nested and no string held a colon.
     counter = _CountWhile(count_colons)  # in a thread: polars parses meanwhile, without the GIL
-    frame = _read(source, schema, counter.go)
+    counter.go()
+    frame = _read(source, schema)
     colons = counter()
     if frame is None or colons is None:
         return None  # a bad line or a value of another type: the caller narrows it down
@@ -166,7 +167,7 @@ class _CountWhile:
     """``count`` in a thread while polars parses without the GIL; call the object for its result
     (None when the count failed).
 
-    The thread waits for :meth:`go`, given just before polars starts: begun earlier, it could take
+    The thread waits for :meth:`go`, given just before polars is called: begun earlier, it could take
     the GIL first (``bytes.count`` holds it), and the parse would wait for it (20 ms measured).
     """
 
@@ -194,13 +195,11 @@ class _CountWhile:
         return self._out[0]
 
 
-def _read(data: bytes | str, schema: dict[str, object] | None, before: Any = None) -> object | None:
+def _read(data: bytes | str, schema: dict[str, object] | None) -> object | None:
     import polars as pl
 
     source = data if isinstance(data, str) else io.BytesIO(data)
     try:
-        if before is not None:
-            before()
         if schema is None:
             return pl.read_ndjson(source, infer_schema_length=None)
         return pl.read_ndjson(source, schema=schema)
