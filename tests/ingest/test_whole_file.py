@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -145,3 +146,28 @@ def test_the_colon_count_waits_for_polars_and_a_failed_count_is_no_count() -> No
     counter.go()
     assert counter() == 7 and ran == ["count"]
     assert _CountWhile(lambda: 1 // 0)() is None  # the caller then reads the file the usual way
+
+
+REAL_RUNS = Path(
+    os.environ.get("MONITOR_REAL_RUNS") or Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"
+)
+
+
+def test_every_real_run_reads_the_same_through_the_whole_file_path(monkeypatch) -> None:
+    """Runs written by others (evals merged into train steps, "NaN" strings, uneven steps, missing
+    keys): the polars whole-file read and the line path give the same rows, or it stands aside."""
+    files = sorted(REAL_RUNS.glob("*/metrics.jsonl"))
+    if not files:
+        pytest.skip(f"the real-runs corpus is not at {REAL_RUNS}")
+    careful = {path: read(path, bulk_min_bytes=1 << 40) for path in files}  # below WHOLE_MIN_BYTES
+    monkeypatch.setattr(tail_module, "WHOLE_MIN_BYTES", 1)
+    whole = 0
+    for path in files:
+        fast = read(path, bulk_min_bytes=1 << 40)
+        whole += fast.parser.bulk_chunks
+        _, frame, masks = fast.frame_and_masks()
+        _, want, want_masks = careful[path].frame_and_masks()
+        assert_frame_equal(frame, want, obj=path.parent.name)
+        assert {k: m.tolist() for k, m in masks.items()} == {k: m.tolist() for k, m in want_masks.items()}
+        assert fast.bad_count == careful[path].bad_count, path.parent.name
+    assert whole >= len(files) // 2, f"the whole-file path read only {whole} of {len(files)} real runs"
