@@ -33,11 +33,14 @@ def settings_page() -> None:
 
 def show_notifications(status: NotifyStatus) -> None:
     """Where the settings are, the channels (secrets masked), errors, and the test button."""
+    if status.ignored:
+        st.warning(escape_markdown(status.ignored), icon=":material/block:")
     if status.path is None:
         st.info(
             f"No notification settings. Create `{escape_code(str(status.suggested))}` (or point "
             f"`${ENV_CONFIG}` at a file) with, for example, the settings below; then "
-            "`python -m monitor_cb watch` and this page both use it. See docs/NOTIFICATIONS.md.",
+            "`python -m monitor_cb watch` and this page both use it. It must be yours and not writable by "
+            "group or others (`chmod 600`); a file in the log root is never used. See docs/NOTIFICATIONS.md.",
             icon=":material/notifications_off:",
         )
         st.code(EXAMPLE_TOML, language="toml")
