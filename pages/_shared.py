@@ -47,6 +47,14 @@ def log_root() -> Path:
     return resolve_logdir(sys.argv[1:], os.environ)
 
 
+def settings_access() -> Any:
+    """Who may change the Settings page (:mod:`monitor_cb.dashboard.access`): ``--read-only-settings``
+    after ``--`` on the ``streamlit run`` line, ``$MONITOR_READ_ONLY_SETTINGS``, ``$MONITOR_SETTINGS_ADMIN_TOKEN``."""
+    from monitor_cb.dashboard.access import settings_access as _access
+
+    return _access(sys.argv[1:], os.environ)
+
+
 @st.cache_resource(show_spinner=False)
 def _store(root: str) -> Any:
     from monitor_cb.ingest import RunStore

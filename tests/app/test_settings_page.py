@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.errors import AppTestError
 
 from tests.notify.conftest import HttpReceiver, http_receiver  # noqa: F401 - the fixture, reused
 
@@ -284,3 +285,52 @@ def test_a_group_writable_user_config_is_refused_with_the_fix(root: Path) -> Non
     errors = " ".join(e.value for e in at.error)
     assert "writable by group" in errors and "chmod go\\-w" in errors, errors
     assert not at.dataframe and not [b for b in at.button if b.key == "notify_test"]
+
+
+# ----------------------------------------------------------------------------- read-only settings
+def test_read_only_settings_cannot_silence_the_nan_alert(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    http_receiver: Callable[..., HttpReceiver],  # noqa: F811
+) -> None:
+    """A viewer of a ``--read-only-settings`` dashboard unticks "NaN / Inf": nothing can be saved, the file
+    stays as it was, nothing can be test-sent, and the watcher still alerts on a NaN run."""
+    from tests.notify.test_watcher import sent, watch_once, write_run
+
+    monkeypatch.setenv("MONITOR_READ_ONLY_SETTINGS", "1")
+    receiver = http_receiver()
+    monkeypatch.setenv("TEST_HOOK_URL", receiver.url + "/hook")
+    write_notify(root, '[[channels]]\ntype = "webhook"\nname = "mine"\nurl_env = "TEST_HOOK_URL"\n')
+    saved = root / ".monitor" / "diagnosis.json"
+    saved.parent.mkdir()
+    saved.write_text('{"spike_z": 6.0}')
+    before = saved.read_bytes()
+    at = run_app()
+    assert any("Read-only" in i.value for i in at.info)
+    assert not at.form_submit_button and not [b for b in at.button if b.key == "notify_test"]
+    nan = at.toggle(key="diag_on_nan")
+    assert nan.disabled and nan.value is True and at.number_input(key="diag_spike_z").disabled
+    assert at.number_input(key="diag_spike_z").value == 6.0, "the saved values are shown"
+    with pytest.raises(AppTestError, match="disabled"):
+        nan.set_value(False)  # a browser cannot
+    at.session_state["diag_on_nan"] = False  # what a crafted client could send: still nothing writes
+    at.run()
+    assert not at.exception and not at.form_submit_button
+    assert saved.read_bytes() == before and sorted(p.name for p in saved.parent.iterdir()) == ["diagnosis.json"]
+    write_run(root, "exp1", range(1, 201), nan_from=120)
+    watch_once(root, receiver, skip_older=0)
+    assert "nan" in [a["kind"] for a in sent(receiver)]
+
+
+def test_an_admin_token_unlocks_saving_for_that_session_only(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_SETTINGS_ADMIN_TOKEN", "adm-7f3")
+    at = run_app()
+    assert not at.form_submit_button and at.toggle(key="diag_on_nan").disabled
+    at.text_input(key="settings_admin_token").input("wrong").run()
+    assert any("not the admin token" in e.value for e in at.error) and not at.form_submit_button
+    at.text_input(key="settings_admin_token").input("adm-7f3").run()
+    assert not at.exception and at.form_submit_button and not at.toggle(key="diag_on_nan").disabled
+    at.toggle(key="diag_on_plateau").set_value(False)
+    at.form_submit_button[0].click().run()
+    assert json.loads((root / ".monitor" / "diagnosis.json").read_text())["disabled"] == ["plateau"]
+    assert not run_app().form_submit_button, "another session starts locked"
