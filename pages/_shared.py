@@ -100,6 +100,12 @@ def list_runs(store: Any) -> list[Any]:
         st.error(f"Cannot read the log root: {md(redact(exc))}")
         st.stop()
     remote = getattr(store, "remote", None)
+    if remote is not None and remote.last_error and not runs:  # never read: an error, not "no runs yet"
+        st.error(
+            f"Cannot read the log root: {md(redact(remote.last_error))}. Reload the page to try again.",
+            icon=":material/cloud_off:",
+        )
+        st.stop()
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
         st.sidebar.warning(f"Object store unreachable: {md(redact(remote.last_error))}", icon=":material/cloud_off:")
     return runs

@@ -120,3 +120,25 @@ def test_a_missing_fsspec_package_is_an_error_message(monkeypatch: pytest.Monkey
     at = run_entry(DASHBOARD)
     assert not at.exception
     assert any("Cannot open the log root" in e.value for e in at.error)
+
+
+def test_a_mistyped_bucket_says_it_does_not_exist(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "No runs yet": the page names the bucket and says it does not exist."""
+    url = f"s3://{s3_env.bucket}-typo/logs"
+    monkeypatch.setenv("MONITOR_LOGDIR", url)
+    monkeypatch.setattr(sys, "argv", ["dashboard.py"])
+    for at in (run_entry(DASHBOARD), AppTest.from_function(_runs_app, default_timeout=60).run()):
+        assert_ok(at)
+        errors = " ".join(str(e.value) for e in at.error)
+        assert "does not exist" in errors and f"{s3_env.bucket}-typo".replace("-", "\\-") in errors, errors
+        assert "No runs" not in texts(at)
+
+
+def test_a_prefix_holding_nothing_says_it_may_be_mistyped(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_LOGDIR", s3_env.url("lgos"))
+    monkeypatch.setattr(sys, "argv", ["dashboard.py"])
+    at = run_entry(DASHBOARD)
+    assert_ok(at)
+    warnings = " ".join(str(w.value) for w in at.warning)
+    assert "Nothing is stored under" in warnings and "lgos" in warnings and "typo" in warnings, warnings
+    assert not at.error
