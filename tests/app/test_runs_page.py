@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -241,3 +242,14 @@ def test_a_huge_integer_in_a_config_and_arithmetic_on_it_is_a_message_not_a_cras
     assert list(table(at)["id"]) == ["huge"], "huge products compare as infinity"
     at.text_input(key="runs_expr").set_value("big > 5").run()
     assert list(table(at)["id"]) == ["huge"]
+
+
+def test_a_config_key_holding_markdown_or_a_url_is_text_in_the_group_heading(log_root: Path) -> None:
+    key = "[click](http://127.0.0.1:1/x)"
+    write(log_root, "a", {key: 1, "lr": 1e-3})
+    write(log_root, "b", {key: 2, "lr": 1e-4})
+    at = run_app()
+    at.selectbox(key="runs_group").set_value(key).run()
+    assert_ok(at)
+    (heading,) = [h.value for h in at.subheader if "Groups by" in h.value]
+    assert not re.search(r"(?<!\\)\]\(", heading) and "http\\:\u2060//" in heading, heading
