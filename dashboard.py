@@ -62,6 +62,13 @@ def _allowed_hosts() -> list[str]:
     return list(config.get_option("server.allowedHosts") or [])
 
 
+def _base_path() -> str:
+    """``server.baseUrlPath`` (the dashboard served under a prefix by a reverse proxy), "" for none."""
+    from streamlit import config
+
+    return str(config.get_option("server.baseUrlPath") or "")
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(_app: Any) -> AsyncIterator[None]:
     """Before the first session: this app navigates with ``st.navigation``, not a ``pages/`` folder.
@@ -110,6 +117,9 @@ else:
     _TOKEN = resolve_token(os.environ.pop(ENV_TOKEN, None))
     app = st.App(
         __file__,
-        middleware=[Middleware(HostGuard, patterns=_allowed_hosts), Middleware(TokenGuard, token=_TOKEN)],
+        middleware=[
+            Middleware(HostGuard, patterns=_allowed_hosts),
+            Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+        ],
         lifespan=_lifespan,
     )

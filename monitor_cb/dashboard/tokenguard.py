@@ -29,7 +29,7 @@ ENV_TOKEN = "MONITOR_DASHBOARD_TOKEN"
 AUTO = "auto"
 COOKIE = "monitor_cb_token"
 COOKIE_MAX_AGE = 30 * 24 * 3600
-OPEN_SUFFIXES = ("/_stcore/health",)  # liveness only: says "ok", nothing about runs
+HEALTH = "/_stcore/health"  # liveness only: says "ok", nothing about runs
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -72,10 +72,13 @@ class TokenGuard:
     """ASGI middleware: no valid token, no page, file or WebSocket (see the module docstring).
 
     ``token`` is None for an open dashboard (the middleware then passes everything through).
+    ``base_path`` gives Streamlit's ``server.baseUrlPath`` (read on every request), so exactly
+    ``/<base>/_stcore/health`` stays open and no static file that happens to end so.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, base_path: Callable[[], str] = lambda: "") -> None:
         self.app = app
+        self.base_path = base_path
         self.token = token.encode() if token else None
         self.cookie_value = (
             hmac.new(self.token, b"monitor_cb dashboard cookie", hashlib.sha256).hexdigest() if token else ""
@@ -83,7 +86,7 @@ class TokenGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
-        if self.token is None or kind not in ("http", "websocket") or _open_path(scope):
+        if self.token is None or kind not in ("http", "websocket") or self._open_path(scope):
             await self.app(scope, receive, send)
             return
         query = parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
@@ -102,6 +105,10 @@ class TokenGuard:
             return
         await _refuse(scope, send)
 
+    def _open_path(self, scope: Scope) -> bool:
+        base = self.base_path().strip("/")
+        return scope["type"] == "http" and scope.get("path") == (f"/{base}{HEALTH}" if base else HEALTH)
+
     def _valid(self, given: str) -> bool:
         assert self.token is not None
         return hmac.compare_digest(given.encode("utf-8", "replace"), self.token)
@@ -113,10 +120,6 @@ class TokenGuard:
             f"{cookie_name(scope)}={self.cookie_value}; Path=/; Max-Age={COOKIE_MAX_AGE}; "
             f"HttpOnly; SameSite=Strict{secure}"
         ).encode()
-
-
-def _open_path(scope: Scope) -> bool:
-    return scope["type"] == "http" and str(scope.get("path", "")).endswith(OPEN_SUFFIXES)
 
 
 def _headers(scope: Scope, name: bytes) -> list[str]:

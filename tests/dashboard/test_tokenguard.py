@@ -64,6 +64,9 @@ def test_every_route_and_the_websocket_refuse_without_the_token() -> None:
     assert drive(guard, "/_stcore/stream", type="websocket")[0] == 403
     assert drive(guard, "/_stcore/health")[0] == 200, "liveness stays open"
     assert app.paths == ["/_stcore/health"]
+    assert drive(guard, "/static/_stcore/health")[0] == 401, "only the health route itself"
+    behind = TokenGuard(app, TOKEN, base_path=lambda: "/dash/")
+    assert drive(behind, "/dash/_stcore/health")[0] == 200 and drive(behind, "/_stcore/health")[0] == 401
 
 
 def test_a_browser_without_the_token_gets_a_form_and_no_page() -> None:
