@@ -142,3 +142,15 @@ def test_a_prefix_holding_nothing_says_it_may_be_mistyped(s3_env: S3Env, monkeyp
     warnings = " ".join(str(w.value) for w in at.warning)
     assert "Nothing is stored under" in warnings and "lgos" in warnings and "typo" in warnings, warnings
     assert not at.error
+
+
+def test_the_settings_page_of_a_bucket_names_real_paths(bucket_root: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Not ``s3:/bucket/logs/.monitor/notify.toml`` (a URL made a Path): the user's own config file."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("MONITOR_NOTIFY_CONFIG", raising=False)
+    at = run_entry(str(Path(__file__).with_name("settings_app.py")))
+    assert_ok(at)
+    shown = page_dump(at)
+    assert "s3:/" not in shown.replace("s3://", ""), "no URL mangled into a path"
+    info = " ".join(str(i.value) for i in at.info)
+    assert str(tmp_path / "xdg" / "monitor_cb" / "notify.toml") in info, info
