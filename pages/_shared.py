@@ -47,6 +47,14 @@ def log_root() -> Path:
     return resolve_logdir(sys.argv[1:], os.environ)
 
 
+def settings_access() -> Any:
+    """Who may change the Settings page (:mod:`monitor_cb.dashboard.access`): ``--read-only-settings``
+    after ``--`` on the ``streamlit run`` line, ``$MONITOR_READ_ONLY_SETTINGS``, ``$MONITOR_SETTINGS_ADMIN_TOKEN``."""
+    from monitor_cb.dashboard.access import settings_access as _access
+
+    return _access(sys.argv[1:], os.environ)
+
+
 @st.cache_resource(show_spinner=False)
 def _store(root: str) -> Any:
     from monitor_cb.ingest import RunStore
@@ -92,6 +100,12 @@ def list_runs(store: Any) -> list[Any]:
         st.error(f"Cannot read the log root: {md(redact(exc))}")
         st.stop()
     remote = getattr(store, "remote", None)
+    if remote is not None and remote.last_error and not runs:  # never read: an error, not "no runs yet"
+        st.error(
+            f"Cannot read the log root: {md(redact(remote.last_error))}. Reload the page to try again.",
+            icon=":material/cloud_off:",
+        )
+        st.stop()
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
         st.sidebar.warning(f"Object store unreachable: {md(redact(remote.last_error))}", icon=":material/cloud_off:")
     return runs

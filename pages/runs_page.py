@@ -196,7 +196,7 @@ def show_groups(result: RunsView) -> None:
     key = st.session_state.get(K_GROUP)
     if key in (None, NO_GROUP) or not len(result.shown.frame):
         return
-    st.subheader(f"Groups by {key}", anchor=False)
+    st.subheader(f"Groups by {_shared.md(key)}", anchor=False)  # a config key: text from a run's file
     table = summary_display(group_table(result.shown, str(key)))
     st.dataframe(table, hide_index=True, width="stretch", key="runs_groups")
 

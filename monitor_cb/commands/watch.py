@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         default=None,
-        help=f"notification settings, TOML or JSON (default: ${ENV_CONFIG}, else LOGROOT/.monitor/notify.toml)",
+        help=f"notification settings, TOML or JSON (default: ${ENV_CONFIG}, else ~/.config/monitor_cb/notify.toml; "
+        "never a file in the log root). The file and its folder must be yours and not writable by others",
     )
     parser.add_argument("--once", action="store_true", help="one pass, deliver, exit (for cron and tests)")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes (default 10)")
@@ -72,7 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor_cb.notify.config import ConfigError, add_flag_channels, find_config, load_config
+    from monitor_cb.notify.config import (
+        ConfigError,
+        add_flag_channels,
+        find_config,
+        ignored_root_settings,
+        load_config,
+    )
     from monitor_cb.notify.delivery import Notifier
 
     logging.basicConfig(
@@ -84,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if args.logroot and args.logdir and log_root(args.logroot) != log_root(args.logdir):
         raise UsageError(f"two log roots given: LOGROOT {redact(args.logroot)} and --logdir {redact(args.logdir)}")
     root = log_root(args.logroot or args.logdir)
+    note = None if args.config else ignored_root_settings(root)
+    if note:
+        logging.getLogger("monitor_cb.notify").warning("%s", note)
     try:
         config = load_config(args.config or find_config(root))
         add_flag_channels(

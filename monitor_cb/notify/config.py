@@ -30,8 +30,15 @@ from monitor_cb.notify.channels import (
     WeComChannel,
 )
 from monitor_cb.notify.masking import Secret
+from monitor_cb.notify.trust import (
+    ENV_CONFIG,
+    UntrustedSettingsError,
+    ignored_note,
+    ignored_root_file,
+    read_private,
+    user_config_file,
+)
 
-ENV_CONFIG = "MONITOR_NOTIFY_CONFIG"
 _GLOBAL_KEYS = {
     "min_severity",
     "timeout",
@@ -142,43 +149,41 @@ class NotifyConfig:
 
 
 def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
-    """Where the settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``<root>/.monitor/notify.toml`` (or ``.json``).
+    """Where the user's own settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``~/.config/monitor_cb/notify.toml``.
 
-    The watcher and the dashboard both use this, so one file serves both. None when there is none.
-
-    Raises:
-        ConfigError: the file under the root leads outside it (``.monitor`` a symbolic link elsewhere).
+    Never a file in the log root (``root`` is accepted for the callers' convenience and not searched):
+    a shared root is data, and channels run commands and send data elsewhere. A ``notify.toml`` left
+    there is reported by :func:`ignored_root_settings`. The watcher and the dashboard both use this.
+    None when there is none.
     """
-    from monitor_cb.ingest.hidden import OutsideRootError, hidden_dir, hidden_path
-
     env = os.environ if env is None else env
     if env.get(ENV_CONFIG):
         return Path(env[ENV_CONFIG])
-    if root is not None:
-        for name in ("notify.toml", "notify.json"):
-            try:
-                candidate = hidden_path(root, name)
-            except OutsideRootError as exc:
-                if (hidden_dir(root) / name).exists():
-                    raise ConfigError(f"notification settings not read: {exc}") from None
-                continue
-            if candidate.is_file():
-                return candidate
-    return None
+    return user_config_file(env)
+
+
+def ignored_root_settings(root: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str | None:
+    """A note when ``LOGROOT/.monitor/notify.toml`` exists (it is ignored, and says where it belongs), else None."""
+    path = ignored_root_file(root)
+    return ignored_note(path, os.environ if env is None else env) if path is not None else None
 
 
 def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> NotifyConfig:
     """Read a TOML (``.toml``) or JSON (``.json``) settings file; None gives an empty configuration.
 
+    The file must pass the ssh-style owner/mode check (:func:`~monitor_cb.notify.trust.read_private`).
+
     Raises:
-        ConfigError: unreadable file, unknown key, missing environment variable (named, not shown).
+        ConfigError: unreadable or untrusted file, unknown key, missing environment variable (named, not shown).
     """
     env = os.environ if env is None else env
     if path is None:
         return config_from_dict({}, env)
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_private(path)
+    except UntrustedSettingsError as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read notification settings {path}: {exc.strerror or exc}") from None
     try:
