@@ -8,8 +8,9 @@ content decides: a holder on this host is alive while its pid is, a holder on an
 keeps the lock file's mtime fresh (the writer touches it every :data:`HEARTBEAT_S`; stale after
 :data:`STALE_S`).
 
-The lock file exists while its writer lives (or after a crash: then it is stale). A second live writer of the same rank in the same directory (the script started twice, a restart
-while the old process still shuts down) does not share the file: it writes
+The lock file exists while its writer lives (after a crash it stays, stale). A second live writer
+of the same rank in the same directory (the script started twice, a restart while the old process
+still shuts down) does not share the file, and is not refused either: it writes
 ``metrics.writer2.jsonl`` (``metrics.writer2.rank3.jsonl``, ...) with its own metadata file and the
 next free segment of the rank, and says so in one warning. Readers merge that file with the rank's
 other files, so no record of either writer is hidden.
