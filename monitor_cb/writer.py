@@ -58,6 +58,7 @@ except ImportError:  # pragma: no cover - orjson is a pinned dependency
 FINAL_STATUSES = ("finished", "failed", "stopped")
 _STOP = object()
 WRITE_CHUNK = 256 << 10  # bytes per write() call
+META_DROPS_S = 2.0  # new drops are written to the metadata at most this often while the run goes on
 META_GIVE_UP_S = 2.0  # close() waits this long for the final metadata when the writer thread is stuck
 # Why records were not written (the metadata's ``drop_causes``; docs/FORMAT.md).
 DROP_CAUSES = (
@@ -211,6 +212,7 @@ class MetricsWriter:
         self._meta_lock = threading.Lock()
         self._meta_seq = 0  # snapshots of the metadata taken, and the newest one on disk
         self._meta_written = 0
+        self._meta_at = 0.0  # time.monotonic() of the last metadata write
         self._abandoned = False  # close() gave up on the thread
         self._finished = False  # the thread wrote its final metadata
         self._wake = threading.Event()
@@ -502,6 +504,8 @@ class MetricsWriter:
                     os.fsync(self._fd)
                 last_sync = time.monotonic()
             self._claim.heartbeat(now)
+            if not stop and now - self._meta_at > META_DROPS_S and self.dropped != self._meta["dropped_records"]:
+                self._write_meta()  # readers learn of drops while the run goes on, not only at its end
             if stop:
                 break
         self._finish()
@@ -658,6 +662,7 @@ class MetricsWriter:
             meta = dict(self._meta)
             self._meta_seq += 1
             seq = self._meta_seq
+        self._meta_at = time.monotonic()
         self._replace_meta(meta, seq)
 
     def _count_into(self, meta: dict[str, Any]) -> None:
