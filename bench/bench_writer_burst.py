@@ -119,9 +119,7 @@ def main() -> None:
         f"writer: {w['lines']:,} lines, status {w['status']}, written_records {w['written_records']:,}, "
         f"dropped {w['dropped_records']:,}"
     )
-    print(
-        f"log()            p50 {w['p50'] * us:6.2f} us  p99 {w['p99'] * us:6.2f} us  max {w['max'] * 1e3:7.2f} ms"
-    )
+    print(f"log()            p50 {w['p50'] * us:6.2f} us  p99 {w['p99'] * us:6.2f} us  max {w['max'] * 1e3:7.2f} ms")
     print(
         f"Queue.put (base) p50 {base['p50'] * us:6.2f} us  p99 {base['p99'] * us:6.2f} us  "
         f"max {base['max'] * 1e3:7.2f} ms"
