@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from monitor_cb import writer as writer_module
 from monitor_cb.writer import MetricsWriter, MonitorWarning
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +148,11 @@ def test_close_gives_up_on_a_hung_disk_and_the_metadata_says_what_was_not_writte
         pipe.close()
 
 
-def test_close_keeps_waiting_while_a_slow_disk_makes_progress(tmp_path: Path) -> None:
-    """2 MB through a disk taking 32 kB every 20 ms (~1.3 s) with a 0.3 s no-progress timeout: all written."""
+def test_close_keeps_waiting_while_a_slow_disk_makes_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 MB through a disk taking 32 kB every 20 ms (~1.3 s) with a 0.3 s no-progress timeout: all written.
+
+    Writes of 64 kB (not 256) each finish in ~40 ms, well within the timeout on a loaded machine."""
+    monkeypatch.setattr(writer_module, "WRITE_CHUNK", 64 << 10)
     run = tmp_path / "slow"
     writer = MetricsWriter(run, fsync_interval=0)
     pipe = Pipe(writer, 64 << 10)
