@@ -214,6 +214,7 @@ class MetricsWriter:
         self._meta_written = 0
         self._meta_at = 0.0  # time.monotonic() of the last metadata write
         self._abandoned = False  # close() gave up on the thread
+        self._gave_up = ""  # when it did, for the metadata's note
         self._finished = False  # the thread wrote its final metadata
         self._wake = threading.Event()
         self._sleeping = False
@@ -340,8 +341,17 @@ class MetricsWriter:
         self._pending.append(("meta", final))  # past the bound on purpose: the final status matters
         self._pending.append(_STOP)
         self._wake.set()
-        if not self._wait_for_thread(timeout):
-            self._give_up(final, timeout)
+        try:
+            if not self._wait_for_thread(timeout):
+                self._give_up(
+                    final, f"after {timeout:g} s without progress", f"the disk made no progress for {timeout}s"
+                )
+        except KeyboardInterrupt:  # Ctrl-C during a long drain: say what was left, then stop as asked
+            self._give_up(final, "when interrupted", "close() was interrupted")
+            with contextlib.suppress(KeyboardInterrupt):
+                self._thread.join(1.0)  # it ends its batch and writes the true counts (it is not stuck)
+            self._claim.release()
+            raise
         self._claim.release()
         if self.shipper is not None:
             self.shipper.close()  # bounded by its close_timeout_s; warns how to finish if the network is down
@@ -360,7 +370,7 @@ class MetricsWriter:
             elif now - idle_since >= timeout:
                 return False
 
-    def _give_up(self, final: dict[str, Any], timeout: float) -> None:
+    def _give_up(self, final: dict[str, Any], when: str, why: str) -> None:
         """The thread is stuck (a hung disk): write the final metadata from here, counting what is left.
 
         If the thread ever returns, it writes nothing more but the metadata, with the counts then true.
@@ -369,11 +379,12 @@ class MetricsWriter:
             if self._finished:
                 return
             self._abandoned = True
+            self._gave_up = f"{when} (it then finished its write)"
             queued = sum(1 for item in list(self._pending) if type(item) is tuple and len(item) == 3)
             self._unwritten = self._inflight + queued
             meta = dict(self._meta)
             meta.update(_encode_meta(final))
-            note = _give_up_note(self._unwritten, timeout)
+            note = _give_up_note(self._unwritten, when)
             self._meta["writer_note"] = note
             meta["writer_note"] = note
             self._count_into(meta)
@@ -381,8 +392,8 @@ class MetricsWriter:
             seq = self._meta_seq
         self._warn_once(
             "hung",
-            f"metrics writer for {self.path}: the disk made no progress for {timeout}s; "
-            f"{self._unwritten:,} records were not written ({self.written:,} were); the metadata says so",
+            f"metrics writer for {self.path}: {why}; {self._unwritten:,} records were not written "
+            f"({self.written:,} were); the metadata says so",
         )
         # The metadata may sit on the same hung disk: written from a helper thread, waited for a moment.
         helper = threading.Thread(target=self._replace_meta, args=(meta, seq), name="monitor-writer-meta", daemon=True)
@@ -693,25 +704,23 @@ class MetricsWriter:
             self._warn_once("meta", f"cannot write run metadata {self.meta_path} ({exc})")
 
     def _finish(self) -> None:
+        if self._abandoned:  # returned after close() gave up: the true counts first, the process may be exiting
+            self._meta["writer_note"] = _give_up_note(self._unwritten, self._gave_up, "left in the queue ")
+            self._write_meta()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._fd)
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
-        if self._abandoned:  # returned after close() gave up: the counts are true now
-            self._meta["writer_note"] = _give_up_note(self._unwritten, None)
         self._write_meta()
         with self._meta_lock:
             self._finished = True
 
 
-def _give_up_note(unwritten: int, timeout: float | None) -> str:
-    """The metadata's ``writer_note`` when close() gave up on a stuck writer thread."""
-    head = "close() gave up on the writer thread"
-    if timeout is not None:
-        return f"{head} after {timeout:g} s without progress: {unwritten:,} records were not written"
-    return f"{head} (its disk returned later): {unwritten:,} records left in the queue were not written"
+def _give_up_note(unwritten: int, when: str, which: str = "") -> str:
+    """The metadata's ``writer_note`` when close() gave up on the writer thread."""
+    return f"close() gave up on the writer thread {when}: {unwritten:,} records {which}were not written"
 
 
 def _upload_options(upload: Any) -> Any:
