@@ -121,8 +121,9 @@ class MetricsWriter:
         run_name: display name; default is the run directory's name.
         queue_size: records held while the writer thread catches up; beyond it records are dropped.
             Default (None): as many as ``queue_bytes`` of memory hold (measured per record).
-        queue_bytes: memory the queue may hold; default a quarter of the memory available at start,
-            at most 768 MiB (about 1.3 million records of ~8 metrics). Ignored with ``queue_size``.
+        queue_bytes: memory the queue may hold; default a quarter of the memory available at start
+            (split between up to 8 ranks of a node), at most 768 MiB (about 1.3 million records of
+            ~8 metrics). Ignored with ``queue_size``.
         fsync_interval: seconds between ``fsync`` calls (0 disables).
         extra_meta: further metadata fields (versions, command line overrides, ...).
         upload: also ship this rank's files to object storage, ``"s3://bucket/prefix/exp001"``
@@ -201,7 +202,7 @@ class MetricsWriter:
         # A deque plus a wake-up event: appending is lock-free under the GIL (~30 ns),
         # where queue.Queue.put costs ~0.6 us and contends with the writer thread.
         self._pending: deque[Any] = deque()
-        self._budget = None if queue_size is not None else (queue_bytes or queue_budget())
+        self._budget = None if queue_size is not None else (queue_bytes or queue_budget(world_size=self.world_size))
         self._record_bytes = float(FIRST_GUESS)
         self._max_pending = queue_size if queue_size is not None else capacity(self._budget or 0, FIRST_GUESS)
         self._meter = WriteMeter()

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-MEMORY_FRACTION = 0.25  # of the memory available when the writer starts
+MEMORY_FRACTION = 0.25  # of the memory available when the writer starts, shared by the ranks of a node
+RANKS_PER_NODE = 8  # ranks assumed to share a node's memory, at most (world sizes above are several nodes)
 MEMORY_CAP = 768 << 20  # bytes: enough for a million-record burst of ~8 metrics, never more
 MEMORY_FLOOR = 16 << 20
 MIN_RECORDS = 1024
@@ -40,12 +41,14 @@ def available_memory() -> int | None:
         return None
 
 
-def queue_budget(available: int | None = None) -> int:
-    """The queue's memory budget in bytes: :data:`MEMORY_FRACTION` of ``available``, within floor and cap."""
+def queue_budget(available: int | None = None, world_size: int = 1) -> int:
+    """The queue's memory budget in bytes: :data:`MEMORY_FRACTION` of ``available``, split between the
+    ranks likely to share the node (``min(world_size, RANKS_PER_NODE)``), within floor and cap."""
     available = available_memory() if available is None else available
     if available is None:
         return MEMORY_CAP // 2
-    return int(min(max(available * MEMORY_FRACTION, MEMORY_FLOOR), MEMORY_CAP))
+    share = available * MEMORY_FRACTION / max(1, min(world_size, RANKS_PER_NODE))
+    return int(min(max(share, MEMORY_FLOOR), MEMORY_CAP))
 
 
 def record_bytes(record: tuple[Any, float, dict[str, Any]]) -> int:

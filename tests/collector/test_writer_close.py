@@ -262,3 +262,13 @@ def test_ctrl_c_during_a_long_drain_stops_it_and_the_metadata_counts_what_was_le
     assert meta["written_records"] == lines < 150_000, "the drain stopped, and the count is the file's"
     assert meta["drop_causes"]["unwritten_at_close"] == meta["dropped_records"] == 150_000 - lines
     assert "when interrupted" in meta["writer_note"] and meta["status"] == "finished"
+
+
+def test_the_memory_budget() -> None:
+    from monitor_cb.writer_queue import MEMORY_CAP, MEMORY_FLOOR, queue_budget
+
+    gib = 1 << 30
+    assert queue_budget(64 * gib) == MEMORY_CAP, "capped"
+    assert queue_budget(2 * gib) == gib // 2, "a quarter of what is available"
+    assert queue_budget(2 * gib, world_size=8) == gib // 16 == queue_budget(2 * gib, world_size=512)
+    assert queue_budget(10 << 20) == MEMORY_FLOOR
