@@ -528,6 +528,7 @@ class MetricsWriter:
             self._sleeping = True
             if not pending:  # re-check after announcing sleep: no lost wake-up
                 self._wake.wait(0.5)
+                self._claim.heartbeat()  # the lock stays fresh through a long pause in logging
             self._sleeping = False
             self._wake.clear()
         batch = []
