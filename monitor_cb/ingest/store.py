@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
+from monitor_cb.ingest.dropnote import WriterDrops, writer_drops
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
@@ -73,6 +74,7 @@ class RunInfo:
     meta: dict[str, Any] = field(hash=False, compare=False)
     bad_lines: int = 0  # lines with a problem: skipped, or partly read (see partial_lines)
     partial_lines: int = 0  # of bad_lines: kept with a bad value dropped
+    drops: WriterDrops = field(default_factory=WriterDrops)  # records the writers dropped (all ranks' metadata)
 
 
 class _Run:
@@ -290,6 +292,7 @@ class RunStore:
             meta=meta,
             bad_lines=sum(s.bad_count for s in sources),
             partial_lines=sum(s.partial_count for s in sources),
+            drops=writer_drops({id(m): m for m in metas}.values()),  # a TensorBoard run shares one meta
         )
 
     def _root_name(self) -> str:
