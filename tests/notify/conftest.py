@@ -197,3 +197,11 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
         timeout=30,
     )  # fmt: skip
     return cert, key
+
+
+@pytest.fixture(autouse=True)
+def own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The watcher keeps its state in the user's state folder: a temporary one here (subprocesses inherit it)."""
+    folder = tmp_path / "own-state"
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(folder))
+    return folder
