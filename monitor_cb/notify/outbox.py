@@ -315,3 +315,55 @@ def _age(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class DeliveryStatus:
+    """What a settings page shows about delivery, read from the watcher's state file (never raises).
+
+    Attributes:
+        path: the state file looked at (this user's state folder for the root).
+        found: whether it exists.
+        channels: :func:`outbox_rows`, one plain-text row per channel.
+        expired: the alerts given up, newest first, as plain-text rows.
+        error: why the file could not be read, or None.
+    """
+
+    path: str
+    found: bool
+    channels: list[dict[str, str]]
+    expired: list[dict[str, str]]
+    error: str | None = None
+
+
+def delivery_status(root: Any, env: Any = None, now: float | None = None) -> DeliveryStatus:
+    """The watcher's delivery state for ``root``: read capped, regular files only, as plain-text rows."""
+    from monitor_cb.rootfile import STATE_CAP, read_json
+
+    path = WatchState.default_path(root, env)
+    try:
+        data = read_json(path, STATE_CAP)
+    except FileNotFoundError:
+        return DeliveryStatus(str(path), False, [], [])
+    except (OSError, ValueError) as exc:
+        return DeliveryStatus(str(path), True, [], [], f"{type(exc).__name__}: {exc}")
+    state = WatchState.from_json(data, str(path))
+    now = time.time() if now is None else now
+    expired = [
+        {
+            "channel": one_line(str(item.get("channel", "")), 120),
+            "run": one_line(str(item.get("run", "")), 200),
+            "kind": one_line(str(item.get("kind", "")), 60),
+            "step": "" if item.get("step") is None else one_line(str(item.get("step")), 30),
+            "found at": _iso(item.get("created")),
+            "given up at": _iso(item.get("expired_at")),
+            "last error": one_line(str(item.get("last_error") or ""), 300),
+            "id": one_line(str(item.get("id", "")), 40),
+        }
+        for item in reversed(state.outbox.expired)
+    ]
+    return DeliveryStatus(str(path), True, outbox_rows(state.outbox, now), expired)
+
+
+def _iso(value: Any) -> str:
+    return iso_time(float(value)) if isinstance(value, (int, float)) else ""
