@@ -129,20 +129,21 @@ def run(args: argparse.Namespace) -> int:
     state_path = Path(args.state) if args.state else WatchState.default_path(root)
     try:
         with exclusive(state_path):
-            return _watch(args, root, config, state_path)
+            return _watch(args, root, config, Path(args.state) if args.state else None)
     except StateBusyError as exc:
         raise UsageError(str(exc)) from exc
 
 
-def _watch(args: argparse.Namespace, root: str, config: NotifyConfig, state_path: Path) -> int:
+def _watch(args: argparse.Namespace, root: str, config: NotifyConfig, state_path: Path | None) -> int:
+    """Watch with the state at ``state_path`` (None: the default, which may import an old root state)."""
     from monitor_cb.notify.watcher import Watcher
 
     watcher = Watcher(root, config, state_path=state_path, skip_older=args.skip_older, link=config.link)
-    logging.getLogger("monitor_cb.notify").info("watch: state and outbox in %s", state_path)
+    logging.getLogger("monitor_cb.notify").info("watch: state and outbox in %s", watcher.state_path)
     if args.once:
         watcher.poll()
         watcher.deliver(_close_timeout(config))
-        return _report_once(watcher, state_path, config)
+        return _report_once(watcher, watcher.state_path, config)
     stop = threading.Event()
     stop_on_signals(stop)
     with contextlib.suppress(KeyboardInterrupt):

@@ -337,7 +337,12 @@ def send_test_notification(
     threads), no severity/quiet-hours/grouping filters; returns one result per channel, in the
     configured order, within ``timeout`` (default the configured one) plus two seconds.
     """
-    alert = Alert(run="test", kind="test", severity="info", message=message, link=config.dashboard_url)
+    import uuid
+
+    # each test its own id: a receiver deduplicating on Idempotency-Key must still show a second test
+    alert = Alert(
+        run="test", kind="test", severity="info", message=message, link=config.dashboard_url, id=f"t-{uuid.uuid4().hex}"
+    )
     return send_test(config.routes, alert, timeout or config.timeout)
 
 

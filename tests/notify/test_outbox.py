@@ -263,6 +263,42 @@ def test_bad_expire_and_a_second_watcher_are_refused(tmp_path: Path, http_receiv
     assert busy.returncode == 2 and f"another watcher (pid {os.getpid()})" in busy.stderr
 
 
+@pytest.mark.parametrize("others_can_write", [False, True])
+def test_an_old_state_in_the_root_is_imported_only_when_trusted(
+    tmp_path: Path, http_receiver, others_can_write: bool
+) -> None:
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 21), status="finished")
+    old = root / ".monitor" / "watch-state.json"  # what an older watcher left after reporting exp1
+    old.parent.mkdir(exist_ok=True)
+    old.parent.chmod(0o755)
+    reported = {"n_records": 20, "status": "finished", "findings": [], "alerted": ["finished@20"]}
+    old.write_text(json.dumps({"version": 1, "runs": {"exp1": reported}}))
+    old.chmod(0o666 if others_can_write else 0o644)
+    rx = http_receiver()
+    done = watch(root, notify_toml(tmp_path), rx.url + "/h")
+    assert done.returncode == 0, done.stderr
+    if others_can_write:  # anyone could have written it (to silence alerts): not taken, the alert goes out
+        assert "not importing the old state" in done.stderr and "others can write it" in done.stderr
+        assert [a["run"] for a in rx.bodies()[0]["alerts"]] == ["exp1"]
+    else:
+        assert "imported what was already reported" in done.stderr and rx.requests == []
+    assert old.read_text() == json.dumps({"version": 1, "runs": {"exp1": reported}})  # the root is not written
+
+
+def test_each_test_notification_has_its_own_id(http_receiver) -> None:
+    from monitor_cb.notify.channels import WebhookChannel
+    from monitor_cb.notify.config import NotifyConfig, Route
+    from monitor_cb.notify.delivery import send_test_notification
+    from monitor_cb.notify.masking import Secret
+
+    rx = http_receiver()
+    config = NotifyConfig(routes=[Route(WebhookChannel("hook", Secret(rx.url + "/h")))], timeout=2)
+    assert all(r.ok for r in send_test_notification(config) + send_test_notification(config))
+    keys = [r.headers["Idempotency-Key"] for r in rx.requests]
+    assert len(keys) == 2 and len(set(keys)) == 2  # a receiver deduplicating on the key still shows the second
+
+
 @pytest.mark.slow
 def test_outage_with_a_restart_loses_nothing(tmp_path: Path) -> None:
     """bench/bench_alert_outage.py compressed: down 3 s, alerts before, during and across a SIGKILL restart."""
