@@ -80,6 +80,24 @@ def test_expiry_is_counted_listed_and_survives_a_reload(tmp_path: Path) -> None:
     assert [e.alert for e in loaded.outbox.entries] == [alert("new")]  # every field round-trips
 
 
+def test_a_hostile_or_damaged_state_never_hangs_and_loses_only_the_damage(tmp_path: Path, caplog) -> None:
+    fifo = tmp_path / "fifo-state.json"
+    os.mkfifo(fifo)
+    assert WatchState.load(fifo).outbox.entries == []  # not opened for a blocking read: refused at once
+    assert "not a regular file" in caplog.text
+    state = WatchState()
+    state.outbox.add(alert("good"), ["hook"], now=1.0)
+    state.outbox.add(alert("bad"), ["hook"], now=2.0)
+    data = state.to_json()
+    data["outbox"]["entries"][1]["alert"]["step"] = "not a step"
+    data["outbox"]["entries"].append({"id": "a-x", "seq": 9})  # fields missing
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loaded = WatchState.load(path)
+    assert [e.alert.run for e in loaded.outbox.entries] == ["good"] and loaded.outbox.next_seq == 3
+    assert caplog.text.count("outbox entry is damaged") == 2
+
+
 # --- real receivers, real watch processes -----------------------------------------------------------
 
 
