@@ -99,6 +99,7 @@ class Result:
     recovery_delays: list[float]
     end_to_end: list[float]
     restarts: int
+    log: list[tuple[float, int, list[str], list[str]]] = field(default_factory=list)
 
 
 def finish_run(root: Path, name: str) -> float:
@@ -222,6 +223,7 @@ def tally(
         recovery_delays=[first[r][0] - recovered for r in outage],
         end_to_end=[first[r][0] - finished[r] for r in outage],
         restarts=1,
+        log=list(receiver.log),
     )
 
 
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-window", type=float, default=10.0)
     parser.add_argument("--grace", type=float, default=180.0, help="seconds to wait for delivery after recovery")
     parser.add_argument("--kill", action="store_true", help="restart with SIGKILL instead of SIGTERM")
+    parser.add_argument("--verbose", action="store_true", help="print every request the receiver got")
     args = parser.parse_args(argv)
     scenario = Scenario(
         down_seconds=args.down_seconds,
@@ -273,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"after recovery: {_stats(result.recovery_delays)} ({recovery / baseline:.1f}x the baseline median)")
     print(f"end to end (run finished -> accepted): {_stats(result.end_to_end)}")
     print(f"bench took {took:.0f} s")
+    if args.verbose:
+        t0 = result.log[0][0] if result.log else 0.0
+        for t, status, _, runs in result.log:
+            print(f"  +{t - t0:6.1f} s  HTTP {status}  {' '.join(runs)}")
     return 0 if result.lost == 0 and result.in_order else 1
 
 
