@@ -157,8 +157,15 @@ def _report_once(watcher: Watcher, state_path: Path, config: NotifyConfig) -> in
     """Print the outbox per channel; 1 (with a message saying what happens next) while anything is undelivered."""
     for line in watcher.report():
         print(f"outbox {line}", flush=True)
-    pending = sum(watcher.pending().values())
+    by_channel = watcher.pending()
+    pending = sum(by_channel.values())
     expired = watcher.outbox.counts.expired
+    for name in sorted(n for n, count in by_channel.items() if count and n not in watcher.outbox.routes):
+        print(
+            f"channel {name!r} has {by_channel[name]} undelivered alert(s) but is not configured any more; "
+            "configure it again, or they are given up at the expiry",
+            file=sys.stderr,
+        )
     hours = watcher.outbox.policy.expire_after / 3600
     if expired:
         print(

@@ -101,7 +101,7 @@ def test_a_hostile_or_damaged_state_never_hangs_and_loses_only_the_damage(tmp_pa
 # --- real receivers, real watch processes -----------------------------------------------------------
 
 
-def notify_toml(tmp_path: Path, **overrides: object) -> Path:
+def notify_toml(tmp_path: Path, name: str = "hook", **overrides: object) -> Path:
     """Settings with short clocks so each case takes seconds; the URL comes from $TEST_HOOK_URL."""
     settings = {
         "timeout": 1,
@@ -114,7 +114,7 @@ def notify_toml(tmp_path: Path, **overrides: object) -> Path:
     }
     settings.update(overrides)
     lines = ["[notify]", *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
-    lines += ["", "[[channels]]", 'type = "webhook"', 'name = "hook"', 'url_env = "TEST_HOOK_URL"']
+    lines += ["", "[[channels]]", 'type = "webhook"', f'name = "{name}"', 'url_env = "TEST_HOOK_URL"']
     path = tmp_path / "notify.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -265,6 +265,18 @@ def test_expiry_is_logged_shown_and_not_retried(tmp_path: Path, http_receiver) -
     assert [e["run"] for e in state["outbox"]["expired"]] == ["exp1"] and state["outbox"]["entries"] == []
     assert len(rx.requests) == 1  # given up: not tried again
     assert watch(root, config, rx.url + "/h", "--expire", "1s").returncode == 0  # said once, then quiet
+
+
+def test_alerts_left_for_a_removed_channel_are_named(tmp_path: Path, http_receiver) -> None:
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 21), status="finished")
+    rx = http_receiver(default_status=500)
+    assert watch(root, notify_toml(tmp_path, retries=0), rx.url + "/h").returncode == 1
+    rx.default_status = 200
+    renamed = watch(root, notify_toml(tmp_path, name="team"), rx.url + "/h")
+    assert renamed.returncode == 1  # still undelivered for "hook", not silently dropped
+    assert "channel 'hook' has 1 undelivered alert(s) but is not configured any more" in renamed.stderr
+    assert "hook: 1 pending" in renamed.stdout and len(rx.requests) == 1
 
 
 def test_bad_expire_and_a_second_watcher_are_refused(tmp_path: Path, http_receiver) -> None:
