@@ -139,14 +139,19 @@ class OutboxSender:
 
     def _loop(self, name: str) -> None:
         while True:
-            with self._cond:
-                if self._stop:
-                    return
-                batch, wait = self._next(name)
-                if not batch:
-                    self._cond.wait(wait)
-                    continue
-            self._send(name, batch)
+            try:
+                with self._cond:
+                    if self._stop:
+                        return
+                    batch, wait = self._next(name)
+                    if not batch:
+                        self._cond.wait(wait)
+                        continue
+                self._send(name, batch)
+            except Exception as exc:  # noqa: BLE001 - a bug must not end a channel's deliveries for good
+                log.warning("notify %s: delivery error %s: %s; trying again", name, type(exc).__name__, exc)
+                with self._cond:
+                    self._cond.wait(self.policy.max_backoff)
 
     def _next(self, name: str) -> tuple[list[OutboxEntry], float]:
         """The batch to send now, or ``([], seconds to wait)``. Under the lock."""
@@ -230,6 +235,12 @@ class OutboxSender:
             return not any(self.outbox.pending_counts().get(name) for name in self.routes)
 
     def _drain_channel(self, name: str, deadline: float) -> None:
+        try:
+            self._drain_until(name, deadline)
+        except Exception as exc:  # noqa: BLE001 - what is left stays pending and is reported
+            log.warning("notify %s: delivery error %s: %s", name, type(exc).__name__, exc)
+
+    def _drain_until(self, name: str, deadline: float) -> None:
         tries: dict[tuple[str, ...], int] = {}
         while time.monotonic() < deadline:
             with self._cond:
