@@ -274,7 +274,9 @@ class Watcher:
 
     def _lifecycle(self, info: Any, state: RunState, now: float) -> list[Alert]:
         status = info.status
-        if status not in LIFECYCLE_SEVERITY or status == state.status:
+        # the same status with new records is a new event: a run resumed and finished again between two passes
+        moved_on = int(info.n_records or 0) != state.n_records
+        if status not in LIFECYCLE_SEVERITY or (status == state.status and not moved_on):
             return []
         alert_key = f"{status}@{info.last_step}"
         if alert_key in state.alerted:
@@ -296,6 +298,7 @@ class Watcher:
             time=now,
             link=self._link(info.id),
             key=(info.id, key),
+            segment=_segment(info),
         )
 
 
@@ -306,6 +309,13 @@ def _parameters(function: Callable[..., Any]) -> set[str]:
         return set(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return set()
+
+
+def _segment(info: Any) -> int | None:
+    """The run's current writer segment (part of an alert's id), when its metadata names one."""
+    meta = getattr(info, "meta", None) or {}
+    value = meta.get("segment") if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _notified(info: Any) -> Iterable[str]:

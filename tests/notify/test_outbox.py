@@ -98,6 +98,25 @@ def test_a_hostile_or_damaged_state_never_hangs_and_loses_only_the_damage(tmp_pa
     assert caplog.text.count("outbox entry is damaged") == 2
 
 
+def test_watcher_ids_name_the_run_kind_step_and_segment(tmp_path: Path) -> None:
+    from monitor_cb.notify.alert import alert_id
+    from monitor_cb.notify.config import NotifyConfig
+    from monitor_cb.notify.watcher import Watcher
+    from monitor_cb.writer import MetricsWriter
+
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 21), status="finished")
+    watcher = Watcher(root, NotifyConfig(), skip_older=0)
+    (first,) = watcher.poll()
+    assert (first.segment, first.id) == (1, alert_id("exp1", "finished", 20, 1))
+    resumed = MetricsWriter(root / "exp1", fsync_interval=0)  # a resume: the writer's next segment
+    for step in range(21, 31):
+        resumed.log(step=step, loss=1.0 / step, lr=1e-3, grad_norm=1.0)
+    resumed.close("finished")
+    (second,) = watcher.poll()
+    assert (second.segment, second.id) == (2, alert_id("exp1", "finished", 30, 2))
+
+
 # --- real receivers, real watch processes -----------------------------------------------------------
 
 
