@@ -32,6 +32,7 @@ def settings_page() -> None:
     diagnosis_settings_form(root, editable=editable)
     st.header("Notifications", divider="gray")
     show_notifications(notify_status(root), can_send=editable)
+    show_delivery(root)
 
 
 def may_edit(access: SettingsAccess) -> bool:
@@ -100,3 +101,26 @@ def send_test(status: NotifyStatus) -> None:
         else:
             # delivery errors are already redacted; a code span keeps them plain text (no autolinked URL)
             st.error(f"{name}: `{escape_code(result.error or 'failed')}`", icon=":material/error:")
+
+
+def show_delivery(root: object) -> None:
+    """What the watcher has not delivered yet, per channel, and its last error; read from its state."""
+    from monitor_cb.notify.outbox import delivery_status
+
+    status = delivery_status(root)
+    st.subheader("Delivery", divider="gray")
+    where = f"`{escape_code(status.path)}`"
+    if not status.found:
+        st.caption(f"No watcher state at {where} yet: `python -m monitor_cb watch` (run as this user) writes it.")
+        return
+    st.caption(f"From the watcher's state {where} (this user's; a watcher run with `--state` keeps its own).")
+    if status.error is not None:
+        st.warning(f"The watcher's state cannot be read: `{escape_code(status.error)}`", icon=":material/warning:")
+        return
+    if not status.channels:
+        st.caption("Nothing has been sent yet.")
+        return
+    st.dataframe(status.channels, hide_index=True, width="stretch", key="delivery_channels")
+    if status.expired:
+        st.caption(f"{len(status.expired)} alert(s) given up after the expiry without being delivered:")
+        st.dataframe(status.expired, hide_index=True, width="stretch", key="delivery_expired")

@@ -39,9 +39,14 @@ from monitor_cb.notify.trust import (
     user_config_file,
 )
 
+DEFAULT_RESPONSE_TIMEOUT = 30.0
+DEFAULT_EXPIRE_AFTER = 24 * 3600.0
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _GLOBAL_KEYS = {
     "min_severity",
     "timeout",
+    "response_timeout",
+    "expire_after",
     "retries",
     "backoff",
     "max_backoff",
@@ -117,7 +122,11 @@ class NotifyConfig:
 
     Attributes:
         routes: the channels and their filters.
-        timeout: seconds per delivery attempt (at most 10 by default).
+        timeout: seconds to connect (and, for email and commands, the whole attempt).
+        response_timeout: seconds an HTTP receiver may take to answer once the message is out; past
+            it the outcome is unknown and the message is retried with the same id.
+        expire_after: seconds an undelivered alert is retried (across passes and restarts of the
+            watcher) before it is given up, logged and shown as expired.
         retries: further attempts after a retryable failure.
         backoff: seconds before the first retry, doubled each time up to ``max_backoff``.
         group_window: a channel sends at most one message per window; alerts that arrive
@@ -128,6 +137,8 @@ class NotifyConfig:
 
     routes: list[Route] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
+    response_timeout: float = DEFAULT_RESPONSE_TIMEOUT
+    expire_after: float = DEFAULT_EXPIRE_AFTER
     retries: int = 3
     backoff: float = 1.0
     max_backoff: float = 60.0
@@ -221,6 +232,8 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         raise ConfigError(f"unknown key(s) in [notify]: {sorted(bad)}; known: {sorted(_GLOBAL_KEYS)}")
     config = NotifyConfig(
         timeout=_positive(glob, "timeout", DEFAULT_TIMEOUT),
+        response_timeout=_positive(glob, "response_timeout", DEFAULT_RESPONSE_TIMEOUT),
+        expire_after=parse_duration(glob.get("expire_after", DEFAULT_EXPIRE_AFTER / 3600), "expire_after"),
         retries=int(_positive(glob, "retries", 3, allow_zero=True)),
         backoff=_positive(glob, "backoff", 1.0, allow_zero=True),
         max_backoff=_positive(glob, "max_backoff", 60.0),
@@ -354,6 +367,22 @@ def _positive(data: Mapping[str, Any], key: str, default: float, allow_zero: boo
     if number < 0 or (number == 0 and not allow_zero):
         raise ConfigError(f"{key} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return number
+
+
+def parse_duration(value: Any, what: str = "duration") -> float:
+    """Seconds from ``"24h"``, ``"30m"``, ``"90s"``, ``"2d"``, or a bare number of hours (``24``, ``0.5``)."""
+    text = str(value).strip().lower()
+    unit = _DURATION_UNITS.get(text[-1:]) if text else None
+    number = text[:-1] if unit is not None else text
+    try:
+        seconds = float(number) * (unit if unit is not None else 3600.0)
+    except ValueError:
+        raise ConfigError(
+            f"{what} must be a duration like '24h', '30m', '90s' or a number of hours, got {value!r}"
+        ) from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{what} must be > 0, got {value!r}")
+    return seconds
 
 
 def add_flag_channels(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,40 @@ def test_failed_delivery_is_one_error_per_channel_without_the_secret(
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and errors[0].startswith("ops: ")
     assert "SECRET" not in all_text(at)
+
+
+def test_delivery_state_shows_pending_and_the_last_error_as_plain_text(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor_cb.notify.alert import Alert
+    from monitor_cb.notify.state import RetryPolicy, WatchState
+
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(tmp_path / "own-state"))
+    at = run_app()
+    assert not at.dataframe and "No watcher state" in " ".join(c.value for c in at.caption)
+
+    nasty = "**bold** <b>x</b> [link](http://evil)"
+    state = WatchState()
+    box = state.outbox
+    for run in ("exp1", nasty):  # found long ago, never delivered: given up
+        box.add(Alert(run=run, kind="nan", severity="error", message="m", step=3), ["team"], now=1_000.0)
+    box.expire(now=1_000.0 + 86_401, expire_after=86_400)
+    box.prune()
+    now = time.time()
+    box.add(Alert(run="exp3", kind="stopped", severity="error", message="m", step=9), ["team"], now=now)
+    batch = box.batch("team")
+    box.mark_sending("team", batch)
+    box.record("team", batch, False, now, RetryPolicy(), error=f"HTTP 500 {nasty}")
+    state.save(WatchState.default_path(root))
+
+    at = run_app()
+    channels = at.dataframe[0].value
+    assert list(channels["channel"]) == ["team"] and list(channels["pending"]) == ["1"]
+    assert list(channels["expired"]) == ["2"] and channels["last error"].iloc[0] == f"HTTP 500 {nasty}"  # plain text
+    expired = at.dataframe[1].value
+    assert sorted(expired["run"]) == sorted(["exp1", nasty]) and set(expired["kind"]) == {"nan"}
+    shown = " ".join(e.value for e in [*at.markdown, *at.caption, *at.warning, *at.error, *at.info])
+    assert "<b>" not in shown and "**bold**" not in shown  # never rendered as Markdown or HTML
 
 
 @pytest.mark.parametrize(

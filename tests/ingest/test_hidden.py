@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -71,13 +70,16 @@ def test_notification_settings_stay_inside(linked: tuple[Path, Path]) -> None:
     assert find_config(root, env={"MONITOR_NOTIFY_CONFIG": str(elsewhere / "notify.toml")}), "explicit: allowed"
 
 
-def test_the_watchers_state_stays_inside(linked: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
-    from monitor_cb.notify.watcher import _default_state_path
+def test_the_watchers_state_is_never_in_the_root(
+    linked: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor_cb.notify.state import legacy_state
 
     root, elsewhere = linked
-    with pytest.raises(OutsideRootError):
-        WatchState.default_path(root)
-    with caplog.at_level(logging.WARNING, logger="monitor_cb.notify"):
-        assert _default_state_path(root) is None
-    assert "kept in memory" in caplog.text
-    assert list(elsewhere.iterdir()) == []
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(tmp_path / "own"))
+    path = WatchState.default_path(root)
+    assert tmp_path / "own" in path.parents and root.resolve() not in path.resolve().parents
+    # an old state reached through a link out of the root is not imported
+    (elsewhere / "watch-state.json").write_text(json.dumps({"version": 1, "runs": {"x": {"alerted": ["nan"]}}}))
+    assert legacy_state(root) is None
+    assert sorted(os.listdir(elsewhere)) == ["watch-state.json"]

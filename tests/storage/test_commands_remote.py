@@ -135,5 +135,5 @@ def test_watch_once_on_a_bucket(s3_env: S3Env, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert "exp1" in text and "failed" in text
-    state = Path(os.environ["MONITOR_STATE_DIR"]) / "remote"
+    state = Path(os.environ["MONITOR_STATE_DIR"]) / "watch"
     assert any(state.rglob("watch-state.json"))  # the watcher's state is kept locally, not in the bucket
