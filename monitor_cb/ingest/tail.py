@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
-from monitor_cb.ingest.safepath import is_within
+from monitor_cb.rootfile import UnsafeFileError, open_regular
 
 if TYPE_CHECKING:
     from monitor_cb.ingest.colcache import Fingerprint
@@ -33,21 +33,19 @@ READ_CHUNK = 256 << 20  # bytes handed to the parser at once; bounds memory on h
 
 
 @contextlib.contextmanager
-def _open_regular(path: Path) -> Iterator[tuple[int, os.stat_result] | None]:
-    """``path`` opened for reading, with its stat; None when it cannot be opened or is no regular file.
+def _open_regular(path: Path, root: Path | None = None) -> Iterator[tuple[int, os.stat_result] | None]:
+    """``path`` opened for reading through :func:`monitor_cb.rootfile.open_regular`, with its stat; None
+    when it cannot be opened, is no regular file or leads out of ``root``.
 
-    Opened non-blocking, so a FIFO put where a metrics file was never hangs the reader.
+    Opened non-blocking, so a FIFO put where a metrics file was never hangs the reader. The metrics
+    file has no size cap: it is tailed by offset, in bounded chunks.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        yield None
-        return
-    try:
-        st = os.fstat(fd)
-        yield (fd, st) if stat.S_ISREG(st.st_mode) else None
-    finally:
-        os.close(fd)
+    with contextlib.ExitStack() as stack:
+        try:
+            opened = stack.enter_context(open_regular(path, root=root))
+        except OSError:  # UnsafeFileError included
+            opened = None
+        yield opened
 
 
 @dataclass(frozen=True)
@@ -84,6 +82,7 @@ class FileTail:
         self.mtime = 0.0  # file mtime at the last poll (Unix s)
         self.resets = 0
         self.missing = False
+        self.refused: str | None = None  # why the file is not read (a FIFO, a device, a link out of the root)
         self._signature: tuple[int, ...] | None = None
         self._ident: tuple[int, int] | None = None
         self._head = b""
@@ -118,16 +117,16 @@ class FileTail:
         signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if signature == self._signature:
             return
-        if not stat.S_ISREG(st.st_mode) or (self.root is not None and not is_within(self.path, self.root)):
-            return
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
+        with contextlib.ExitStack() as stack:
+            try:
+                fd, _ = stack.enter_context(open_regular(self.path, root=self.root))
+            except UnsafeFileError as exc:
+                self.refused = exc.reason  # nothing of it is read; the store names it in its notes
+                return
+            except OSError:
+                return
+            self.refused = None
             yield from self._read(fd, limit)
-        finally:
-            os.close(fd)
 
     def _read(self, fd: int, limit: int | None = None) -> Iterator[Chunk | Skipped]:
         st = os.fstat(fd)
@@ -202,9 +201,9 @@ class FileTail:
         when it is not sure (a NaN or Infinity token needs rewriting before polars reads it), and
         then nothing changed.
         """
-        if self.offset or (self.root is not None and not is_within(self.path, self.root)):
+        if self.offset:
             return None
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None:
                 return None
             fd, st = opened
@@ -234,7 +233,7 @@ class FileTail:
 
         if self.offset == 0 or self._skipping:
             return None
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None or not self._same_file(*opened):
                 return None
             fd, st = opened
@@ -253,11 +252,9 @@ class FileTail:
 
         if self.offset or fingerprint.offset <= 0 or fingerprint.samples is None:
             return False
-        if self.root is not None and not is_within(self.path, self.root):
-            return False
         offset = fingerprint.offset
         head, window = fingerprint.head, fingerprint.window
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None or opened[1].st_size < offset:
                 return False
             fd, st = opened
