@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor_cb.ingest.hidden import hidden_path
+from monitor_cb.ingest.hidden import hidden_path, read_hidden
+from monitor_cb.rootfile import STATE_CAP, open_regular
 
 DEMO_STEPS = 600
 DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes
@@ -68,7 +69,7 @@ def demo_state(root: Path) -> DemoState | None:
     """The demo last started on ``root`` (by any dashboard), or None."""
     try:
         path, log = _pid_file(root), hidden_path(root, "demo.log")  # the log's place is ours, not the file's
-        info = json.loads(path.read_text())
+        info = json.loads(read_hidden(root, path.name, STATE_CAP))
         pid, name, started = int(info["pid"]), str(info["name"]), float(info["started"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -148,11 +149,8 @@ def stop_demo(root: Path) -> bool:
 
 def log_tail(path: Path, max_bytes: int = 3000) -> str:
     """The end of the demo's output, for a failed start."""
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - max_bytes))
-        return f.read().decode("utf-8", "replace")
+    with contextlib.suppress(OSError), open_regular(path, root=path.parent.parent) as (fd, st):
+        return os.pread(fd, max_bytes, max(0, st.st_size - max_bytes)).decode("utf-8", "replace")
     return ""
 
 

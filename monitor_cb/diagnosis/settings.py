@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
-from monitor_cb.ingest.hidden import HIDDEN_DIR, hidden_path
+from monitor_cb.ingest.hidden import HIDDEN_DIR, hidden_path, read_hidden
+from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError
 
 SETTINGS_DIR = HIDDEN_DIR
 SETTINGS_FILE = "diagnosis.json"
@@ -223,9 +224,11 @@ def load_settings_checked(root: str | os.PathLike[str]) -> tuple[DiagnosisSettin
     """
     path = settings_path(root)
     try:
-        text = hidden_path(root, SETTINGS_FILE).read_text(encoding="utf-8")
+        text = read_hidden(root, SETTINGS_FILE, SETTINGS_CAP).decode("utf-8")
     except FileNotFoundError:
         return DiagnosisSettings(), []
+    except UnsafeFileError as exc:  # a FIFO, a device, a link out of the root, too large: never read
+        return DiagnosisSettings(), [f"skipped {path}: {exc.reason}; using default diagnosis settings"]
     except (OSError, UnicodeDecodeError) as exc:
         return DiagnosisSettings(), [f"cannot read {path}: {exc}; using default diagnosis settings"]
     try:
