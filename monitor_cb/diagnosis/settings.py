@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
-from monitor_cb.ingest.hidden import HIDDEN_DIR, hidden_path, read_hidden
+from monitor_cb.ingest.hidden import HIDDEN_DIR, OutsideRootError, hidden_path, read_hidden
 from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError
 
 SETTINGS_DIR = HIDDEN_DIR
@@ -229,6 +229,8 @@ def load_settings_checked(root: str | os.PathLike[str]) -> tuple[DiagnosisSettin
         return DiagnosisSettings(), []
     except UnsafeFileError as exc:  # a FIFO, a device, a link out of the root, too large: never read
         return DiagnosisSettings(), [f"skipped {path}: {exc.reason}; using default diagnosis settings"]
+    except OutsideRootError as exc:  # .monitor itself, or the file, a link out of the root
+        return DiagnosisSettings(), [f"skipped {exc}; using default diagnosis settings"]
     except (OSError, UnicodeDecodeError) as exc:
         return DiagnosisSettings(), [f"cannot read {path}: {exc}; using default diagnosis settings"]
     try:

@@ -11,6 +11,7 @@ and new data are never mixed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import stat
@@ -46,6 +47,18 @@ def _open_regular(path: Path, root: Path | None = None) -> Iterator[tuple[int, o
         except OSError:  # UnsafeFileError included
             opened = None
         yield opened
+
+
+def _hole_end(fd: int, offset: int, size: int) -> int:
+    """Where the data after ``offset`` resumes (``offset`` itself when there is data there, or the file
+    system cannot say): a 3 GB sparse file planted as a metrics file is skipped, not read as zeros."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    if seek_data is None:
+        return offset
+    try:
+        return min(os.lseek(fd, offset, seek_data), size)
+    except OSError as exc:
+        return size if exc.errno == errno.ENXIO else offset  # ENXIO: nothing but a hole up to the end
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,12 @@ class FileTail:
         while self.offset < st.st_size:
             if limit is not None and self.offset - start >= limit:
                 return  # the rest at the next poll (the signature stays old, so it comes)
+            hole = _hole_end(fd, self.offset, st.st_size)
+            if hole - self.offset > self.line_cap:  # a sparse file's hole: zeros, no newline; skipped unread
+                skipped = self._skip_to(fd, hole)
+                if skipped is not None:
+                    yield skipped
+                continue
             data = os.pread(fd, min(st.st_size - self.offset, chunk), self.offset)
             if not data:
                 break
@@ -168,6 +187,13 @@ class FileTail:
             return Chunk(start + cut, b"") if cut == end else self._consume(fd, data[cut:])
         self._advance(fd, start + end)
         return Chunk(start, data if end == len(data) else data[:end])  # no 64 MB copy in the usual case
+
+    def _skip_to(self, fd: int, offset: int) -> Skipped | None:
+        """Skip the bytes up to ``offset`` as part of an over-long line (reported once, where it starts)."""
+        start = self.offset
+        self._advance(fd, offset)
+        was_skipping, self._skipping = self._skipping, True
+        return None if was_skipping else Skipped(start)
 
     def _advance(self, fd: int, offset: int) -> None:
         self.offset = offset
