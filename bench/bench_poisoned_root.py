@@ -100,7 +100,8 @@ def main() -> None:
                 times[name].append((first, refresh))
                 notes = max(notes, skipped) if name == "poisoned" else notes
         med = {k: [statistics.median(t[i] for t in v) for i in (0, 1)] for k, v in times.items()}
-        print(f"{args.runs} runs x {args.steps:,} steps, {args.rounds} rounds (medians); poisoned: {notes} files skipped")
+        shape = f"{args.runs} runs x {args.steps:,} steps, {args.rounds} rounds (medians)"
+        print(f"{shape}; poisoned: {notes} files skipped")
         for i, what in enumerate(("first listing + 5 runs read", "refresh listing")):
             c, p = med["clean"][i], med["poisoned"][i]
             print(f"  {what:<28} clean {c * 1e3:7.1f} ms   poisoned {p * 1e3:7.1f} ms   ratio {p / c:.2f}x")
