@@ -135,13 +135,15 @@ def _coalesce(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def _set_end_time(meta_path: Path, end: float) -> None:
     """The writer stamps the import's own time as ``end_time``; the run's last event is the truth."""
+    from monitor_cb.rootfile import META_CAP, read_json
+
     try:
-        meta = json.loads(meta_path.read_bytes())
+        meta = read_json(meta_path, META_CAP, root=meta_path.parent)  # just written; still never a FIFO's open
         meta["end_time"] = end
         tmp = meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(meta, indent=1, allow_nan=False))
         os.replace(tmp, meta_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError) as exc:
         with contextlib.suppress(OSError):
             meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp").unlink()
         print(f"import-tb: could not set end_time in {meta_path}: {exc}", file=sys.stderr)
