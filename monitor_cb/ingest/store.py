@@ -131,6 +131,7 @@ class RunStore:
         self._scanned_at = -float("inf")
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
         self._meta_refused: dict[Path, str] = {}  # metadata files not read, and why
+        self._discover_refused: dict[str, str] = {}  # metrics files the listing left out, and why
         self._listed: tuple[float, list[RunInfo]] | None = None  # (monotonic time, the last listing)
         self.cache = _columnar_cache(root if self.remote is None else str(self.remote.url), self.root, cache)
         self.index = _summary_index(self.cache, self.root) if self.remote is None else None
@@ -146,7 +147,9 @@ class RunStore:
             if self.remote is not None:
                 found = self.remote.discover(self.max_depth)
             else:
-                found = discover_runs(self.root, self.max_depth)
+                skipped: dict[str, str] = {}
+                found = discover_runs(self.root, self.max_depth, skipped)
+                self._discover_refused = skipped
             runs: dict[str, _Run] = {}
             for run_id, run_dir in found.items():
                 run = self._runs.get(run_id) or _Run(run_dir)
@@ -211,6 +214,7 @@ class RunStore:
         usual, and a page or command shows these notes so the file can be found and removed.
         """
         refused: dict[str, str] = {str(path): reason for path, reason in list(self._meta_refused.items())}
+        refused.update(self._discover_refused)
         for run in list(self._runs.values()):
             for source in list(run.sources.values()):
                 reason = getattr(getattr(source, "tail", None), "refused", None)

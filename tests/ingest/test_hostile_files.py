@@ -196,6 +196,7 @@ def test_metrics_file_planted(tmp_path: Path, kind: str) -> None:
     (info,) = within_deadline(store.list_runs)
     assert info.ranks == (0,)
     assert_run_reads(store, "good")
+    assert_noted(store, root / "good" / "metrics.rank1.jsonl")
 
 
 def test_metrics_file_swapped_for_a_fifo_after_listing(tmp_path: Path) -> None:
