@@ -119,18 +119,26 @@ def test_metadata_forged_content(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- the summary index
-FORGED_INDEX = {"format": 2, "files": {}}
+def forged_index(path: Path) -> bytes:
+    """An index whose entry for ``path`` has its identity (so it would be used) and claims 987,654 steps."""
+    from monitor_cb.ingest.summaries import FORMAT, file_ident
+
+    ident = file_ident(path)
+    assert ident is not None
+    entry = {"ident": list(ident), "rank": 0, "n": 987_654, "first_step": 1, "last_step": 987_654}
+    entry.update(last_write=ident[3] / 1e9, pending=0, bad_count=0, interval=1.0, partial_count=0)
+    return json.dumps({"format": FORMAT, "files": {"good/metrics.jsonl": entry}}).encode()
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_summary_index(tmp_path: Path, kind: str) -> None:
     root = tmp_path / "root"
-    write_run(root, "good")
+    path = write_run(root, "good")
     index = root / ".monitor" / "cache" / "index.json"
-    plant(index, kind, STATE_CAP, tmp_path / "outside", json.dumps(FORGED_INDEX).encode())
+    plant(index, kind, STATE_CAP, tmp_path / "outside", forged_index(path))  # link_out: the issue's case
     store = store_of(root)
     (info,) = within_deadline(store.list_runs)
-    assert info.n_records == STEPS
+    assert (info.n_records, info.last_step) == (STEPS, STEPS)
     assert_noted(store, index)
 
 
@@ -142,10 +150,7 @@ def test_summary_index_forged_in_place(tmp_path: Path) -> None:
     first.list_runs()
     first.index.flush(force=True)
     index = root / ".monitor" / "cache" / "index.json"
-    data = json.loads(index.read_bytes())
-    entry = data["files"]["good/metrics.jsonl"]
-    entry.update(n=987_654, last_step=987_654)
-    index.write_text(json.dumps(data))
+    index.write_bytes(forged_index(root / "good" / "metrics.jsonl"))
     (info,) = store_of(root).list_runs()
     assert (info.n_records, info.last_step) == (STEPS, STEPS)
 
