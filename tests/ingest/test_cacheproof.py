@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,32 @@ def test_a_forged_cache_is_replaced_by_an_honest_one(tmp_path: Path) -> None:
     third.poll()
     assert third.cache_hit
     assert third.frame()["loss"].iloc[0] == pytest.approx(3.0 / 1.01)
+
+
+REAL_RUNS = Path(
+    os.environ.get("MONITOR_REAL_RUNS") or Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"
+)
+
+
+@pytest.mark.slow
+def test_every_real_runs_honest_cache_passes_its_proof(tmp_path: Path) -> None:
+    """Runs written by others (merged evals, "NaN" strings, uneven steps, bad lines): the cache written from
+    each is accepted on reopening (no false alarm), and reads as the file does."""
+    root = REAL_RUNS.resolve()
+    files = sorted(root.glob("*/metrics.jsonl"))
+    if not files:
+        pytest.skip(f"the real-runs corpus is not at {REAL_RUNS}")
+    refused = []
+    for path in files:
+        cache = ColumnarCache([Place(tmp_path / path.parent.name, tmp_path)], root, min_bytes=1)
+        MetricsSource(path, root=root, cache=cache).poll()
+        assert cache.writes == 1, (path.parent.name, cache.last_error)
+        again = MetricsSource(path, root=root, cache=cache)
+        again.poll()
+        if not again.cache_hit:
+            refused.append((path.parent.name, cache.last_error))
+            continue
+        plain = MetricsSource(path, root=root)
+        plain.poll()
+        assert again.frame().equals(plain.frame()), path.parent.name
+    assert not refused, refused
