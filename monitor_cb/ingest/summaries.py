@@ -59,7 +59,7 @@ def file_ident(path: PurePath) -> Ident | None:
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-MIN_LINE_BYTES = len(b'{"step":0}\n')  # no record line is shorter
+MIN_LINE_BYTES = len(b"{}\n")  # no record line is shorter (a bad line is at least one byte and its newline)
 
 
 def plausible(summary: SourceSummary, ident: Ident) -> bool:
@@ -68,9 +68,9 @@ def plausible(summary: SourceSummary, ident: Ident) -> bool:
     the file is read instead.
     """
     size, mtime = ident[2], ident[3] / 1e9
-    lines = size // MIN_LINE_BYTES
     steps = (summary.first_step, summary.last_step)
-    if not (0 <= summary.n <= lines and 0 <= summary.bad_count <= lines and 0 <= summary.pending <= size):
+    lines = (size // MIN_LINE_BYTES, size // 2 + 1)
+    if not (0 <= summary.n <= lines[0] and 0 <= summary.bad_count <= lines[1] and 0 <= summary.pending <= size):
         return False
     if not 0 <= summary.partial_count <= summary.bad_count:
         return False
