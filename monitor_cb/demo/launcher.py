@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monitor_cb.ingest.hidden import hidden_path, read_hidden
-from monitor_cb.rootfile import STATE_CAP, open_regular
+from monitor_cb.rootfile import STATE_CAP, create_new, open_regular, write_atomic
 
 DEMO_STEPS = 600
 DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes
@@ -119,7 +119,7 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
         path, log = _pid_file(root), hidden_path(root, "demo.log")
         path.parent.mkdir(parents=True, exist_ok=True)
         name = time.strftime("demo-%Y%m%d-%H%M%S")
-        with open(log, "wb") as out:
+        with os.fdopen(create_new(log), "wb") as out:  # a FIFO or link planted as the log is replaced
             proc = subprocess.Popen(
                 demo_command(root, name, steps),
                 stdin=subprocess.DEVNULL,
@@ -129,9 +129,8 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
                 close_fds=True,
             )
         _PROCS[str(path)] = proc
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}))
-        os.replace(tmp, path)
+        info = {"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}
+        write_atomic(path, json.dumps(info).encode())
         return DemoState(proc.pid, name, log, time.time(), True)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
 from monitor_cb.ingest.hidden import HIDDEN_DIR, OutsideRootError, hidden_path, read_hidden
-from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError
+from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError, write_atomic
 
 SETTINGS_DIR = HIDDEN_DIR
 SETTINGS_FILE = "diagnosis.json"
@@ -258,9 +258,7 @@ def save_settings(root: str | os.PathLike[str], settings: DiagnosisSettings) -> 
     """
     path = hidden_path(root, SETTINGS_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(settings.to_dict(), indent=1) + "\n").encode("utf-8"))
     return path
 
 

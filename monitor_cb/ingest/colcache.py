@@ -39,7 +39,7 @@ import numpy as np
 
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.table import Columns, TableState
-from monitor_cb.rootfile import UnsafeFileError, open_regular
+from monitor_cb.rootfile import UnsafeFileError, open_regular, temp_beside
 
 FORMAT = 2  # 2: the rows' count and checksum in the header (monitor_cb.ingest.cacheproof)
 CACHE_DIR = ".monitor/cache"
@@ -416,20 +416,25 @@ def _write_atomic(path: Path, boundary: Path, state: TableState, header: CacheHe
     """Write the cache file through a temporary file and a rename; the error, or None."""
     import errno
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not is_within(path.parent, boundary):
             return f"unwritable: {path.parent} resolves outside {boundary}"
         _remove_stale(path)
-        _write_file(tmp, state, header)
+        fd, tmp = temp_beside(path)  # a random name, created exclusively: never a planted FIFO or link
+        _write_file(fd, state, header)
         os.replace(tmp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         unwritable = exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR)
         return ("unwritable: " if unwritable else "") + str(exc)
     except ValueError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         return str(exc)
     return None
 
@@ -458,7 +463,13 @@ def _is_remote(path: PurePath) -> bool:
 # one per step), then the rows resumed segments replaced.
 
 
-def _write_file(path: Path, state: TableState, header: CacheHeader) -> None:
+def _write_file(fd: int, state: TableState, header: CacheHeader) -> None:
+    """Write the cache file's table to ``fd`` (closed here, whatever happens)."""
+    with os.fdopen(fd, "wb") as sink:
+        _write_table(sink, state, header)
+
+
+def _write_table(sink: Any, state: TableState, header: CacheHeader) -> None:
     import pyarrow as pa
 
     history = state.history
@@ -493,7 +504,7 @@ def _write_file(path: Path, state: TableState, header: CacheHeader) -> None:
 
     header = replace(header, rows=table.num_rows, rows_crc=rows_checksum(table))
     schema = table.schema.with_metadata({_META_KEY: json.dumps(header.to_json()).encode()})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+    with pa.ipc.new_file(sink, schema) as writer:
         writer.write_table(table.replace_schema_metadata(schema.metadata))
 
 

@@ -11,7 +11,6 @@ through the tail and the columnar cache, which compare the bytes themselves.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -22,7 +21,7 @@ from typing import Any
 
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import STEP_LIMIT
-from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, read_json
+from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, read_json, write_atomic
 
 INDEX_NAME = "index.json"
 FORMAT = 2  # 2: partial_count
@@ -175,15 +174,11 @@ class SummaryIndex:
 
 
 def _write_atomic(path: Path, boundary: Path, payload: bytes) -> bool:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not is_within(path.parent, boundary):
             return False
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
+        write_atomic(path, payload)  # a random temporary name: never a planted FIFO or link
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
     return True

@@ -227,3 +227,37 @@ def test_metrics_file_huge_and_sparse(tmp_path: Path) -> None:
     with open(path, "ab") as f:
         f.write(b"\n" + line({"step": STEPS + 1, "t": 2000.0, "loss": 0.5}))
     assert within_deadline(lambda: store.run_info("good")).last_step == STEPS + 1
+
+
+# ----------------------------------------------------------------------------- what the product writes there
+def test_writes_never_go_through_planted_temporary_names(tmp_path: Path) -> None:
+    """Links planted at the temporary names the writers used to use (``.<name>.<pid>[.<thread>].tmp``) for
+    diagnosis.json, the summary index and a cache file: the files are written, the link targets untouched."""
+    import threading
+
+    from monitor_cb.diagnosis.settings import save_settings
+
+    root = tmp_path / "root"
+    path = write_run(root, "good")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    hidden, cache = root / ".monitor", root / ".monitor" / "cache"
+    (cache / "good").mkdir(parents=True)
+    pid, tid = os.getpid(), threading.get_ident()
+    for planted in (
+        hidden / f".diagnosis.json.{pid}.tmp",
+        cache / f".index.json.{pid}.{tid}.tmp",
+        cache / "good" / f".metrics.jsonl.arrow.{pid}.{tid}.tmp",
+    ):
+        planted.symlink_to(victim)
+    save_settings(root, DiagnosisSettings())
+    store = RunStore(root, cache=[Place(cache, root)])
+    store.cache.min_bytes = 1
+    store.list_runs()
+    store.read("good")
+    store.cache.wait()
+    store.index.flush(force=True)
+    assert victim.read_text() == "untouched"
+    assert (hidden / "diagnosis.json").is_file() and (cache / "index.json").is_file()
+    assert (cache / "good" / "metrics.jsonl.arrow").is_file(), store.cache.last_error
+    assert path.exists()
