@@ -61,6 +61,14 @@ def _hole_end(fd: int, offset: int, size: int) -> int:
         return size if exc.errno == errno.ENXIO else offset  # ENXIO: nothing but a hole up to the end
 
 
+def _by_descriptor(fd: int, path: Path) -> str:
+    """A path that names the file open as ``fd`` itself (Linux: ``/proc/self/fd/N``), for a reader that
+    opens by name (polars): the file checked is the file read, even if ``path`` is swapped for a FIFO or
+    a link out of the root in between."""
+    proc = f"/proc/self/fd/{fd}"
+    return proc if os.path.exists(proc) else str(path)
+
+
 @dataclass(frozen=True)
 class Chunk:
     """Complete lines read from ``offset``; ``reset`` means the file restarted before them."""
@@ -240,7 +248,7 @@ class FileTail:
             try:
                 if mapped[size - 1 : size] != b"\n":
                     return None
-                result = parse(str(self.path), mapped, size)
+                result = parse(_by_descriptor(fd, self.path), mapped, size)
             finally:
                 with contextlib.suppress(BufferError):
                     mapped.close()
