@@ -39,7 +39,7 @@ import numpy as np
 
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.table import Columns, TableState
-from monitor_cb.rootfile import UnsafeFileError, open_regular, temp_beside
+from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, open_regular, temp_beside
 
 FORMAT = 2  # 2: the rows' count and checksum in the header (monitor_cb.ingest.cacheproof)
 CACHE_DIR = ".monitor/cache"
@@ -517,6 +517,8 @@ def _read_header(fd: int) -> tuple[CacheHeader, Any]:
     raw = (reader.schema.metadata or {}).get(_META_KEY)
     if raw is None:
         raise ValueError("not a monitor_cb cache file")
+    if len(raw) > STATE_CAP:  # an honest header lists at most 1,000 bad lines and 10,000 cells per metric
+        raise ValueError(f"a header of {len(raw):,} bytes, over the {STATE_CAP:,}-byte cap")
     return CacheHeader.from_json(json.loads(raw)), reader.read_all()
 
 
