@@ -795,12 +795,6 @@ def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ends_without_newline(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0:
-                return False
-            handle.seek(size - 1)
-            return handle.read(1) != b"\n"
-    except OSError:
-        return False
+    """Whether a previous metrics file ends in a torn line (read without blocking: a FIFO there says no)."""
+    last = _read_regular(path, 1, tail=True)
+    return bool(last) and last != b"\n"

@@ -108,7 +108,18 @@ def list_runs(store: Any) -> list[Any]:
         st.stop()
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
         st.sidebar.warning(f"Object store unreachable: {md(redact(remote.last_error))}", icon=":material/cloud_off:")
+    show_skipped(store)
     return runs
+
+
+def show_skipped(store: Any) -> None:
+    """Sidebar: the files of the root not read because they are unsafe ("skipped PATH: reason"), as plain text
+    (paths are user text: never Markdown, never a link); the other runs are shown as usual."""
+    notes = store.skipped_files() if hasattr(store, "skipped_files") else []
+    if not notes:
+        return
+    with st.sidebar.expander(f"{len(notes)} file(s) of the log root skipped", icon=":material/block:"):
+        st.text("\n".join(notes[:50]) + (f"\n… and {len(notes) - 50} more" if len(notes) > 50 else ""))
 
 
 def md(text: Any) -> str:

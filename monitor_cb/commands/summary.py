@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from monitor_cb.commands.common import add_run_arguments, open_run
+from monitor_cb.commands.common import add_run_arguments, open_run, print_skipped
 from monitor_cb.ingest.badnote import bad_lines_note
 from monitor_cb.ingest.dropnote import WriterDrops, drop_note
 
@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     store, run_id = open_run(args)
     summary = build_summary(store, run_id)
+    print_skipped(store)
     if args.json:
         print(json.dumps(summary, indent=1, allow_nan=False))
     else:
