@@ -40,7 +40,7 @@ from monitor_cb.record import (
     encode_value,
     metrics_filename,
 )
-from monitor_cb.writer_claim import claim_file, holder_text, read_json
+from monitor_cb.writer_claim import claim_file, holder_text, read_json, read_regular
 from monitor_cb.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
 
 try:  # orjson is ~15x faster than json.dumps; values are pre-encoded so NaN never becomes null
@@ -796,5 +796,5 @@ def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _ends_without_newline(path: Path) -> bool:
     """Whether a previous metrics file ends in a torn line (read without blocking: a FIFO there says no)."""
-    last = _read_regular(path, 1, tail=True)
+    last = read_regular(path, 1, tail=True)
     return bool(last) and last != b"\n"
