@@ -236,6 +236,9 @@ class MetricsWriter:
         except BaseException:
             self._claim.release()
             raise
+        # Set when the thread ends. Waited on instead of Thread.join: a Ctrl-C that interrupts join() on
+        # CPython 3.11 marks the thread stopped while it still runs, and every later join() returns at once.
+        self._thread_done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"monitor-writer-{self.rank}", daemon=True)
         self._thread.start()
 
@@ -349,8 +352,10 @@ class MetricsWriter:
                 )
         except KeyboardInterrupt:  # Ctrl-C during a long drain: say what was left, then stop as asked
             self._give_up(final, "when interrupted", "close() was interrupted")
-            with contextlib.suppress(KeyboardInterrupt):
-                self._thread.join(1.0)  # it ends its batch and writes the true counts (it is not stuck)
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops the wait
+                # it ends its batch and writes the true counts (it is not stuck): wait for that, or the process
+                # may exit with the metadata counting fewer lines than the file holds (a loaded machine took > 1 s)
+                self._thread_done.wait(max(timeout, 1.0))
             self._claim.release()
             raise
         self._claim.release()
@@ -362,8 +367,7 @@ class MetricsWriter:
         seen = self._progress
         idle_since = time.monotonic()
         while True:
-            self._thread.join(max(0.0, min(0.25, timeout)))
-            if not self._thread.is_alive():
+            if self._thread_done.wait(max(0.0, min(0.25, timeout))):
                 return True
             now = time.monotonic()
             if self._progress != seen:
@@ -496,6 +500,12 @@ class MetricsWriter:
 
     # ------------------------------------------------------------ writer thread
     def _run(self) -> None:
+        try:
+            self._run_batches()
+        finally:
+            self._thread_done.set()
+
+    def _run_batches(self) -> None:
         self._open()
         self._write_meta()
         last_sync = time.monotonic()
