@@ -73,7 +73,13 @@ def ignored_note(path: Path, env: Mapping[str, str]) -> str:
     )
 
 
-def read_private(path: str | os.PathLike[str], cap: int = SETTINGS_CAP) -> bytes:
+def read_private(
+    path: str | os.PathLike[str],
+    cap: int = SETTINGS_CAP,
+    *,
+    purpose: str = "notification settings",
+    risk: str = "make the watcher run commands or send data",
+) -> bytes:
     """The bytes of a settings file that only its owner (the current user, or root) can have written.
 
     Checked as ssh checks its files: the file (links followed, then ``fstat`` of what was opened) and
@@ -92,9 +98,9 @@ def read_private(path: str | os.PathLike[str], cap: int = SETTINGS_CAP) -> bytes
             raise OSError(f"{path} is not a regular file")
         if info.st_size > cap:
             raise OSError(f"{path} is {info.st_size} bytes, over the {cap}-byte limit for a settings file")
-        _check_private(path, info, "file")
+        _check_private(path, info, "file", purpose, risk)
         real_parent = Path(os.path.realpath(path)).parent
-        _check_private(real_parent, os.stat(real_parent), "folder")
+        _check_private(real_parent, os.stat(real_parent), "folder", purpose, risk)
         chunks: list[bytes] = []
         size = 0
         while size <= cap:
@@ -110,7 +116,7 @@ def read_private(path: str | os.PathLike[str], cap: int = SETTINGS_CAP) -> bytes
         os.close(fd)
 
 
-def _check_private(path: Path, info: os.stat_result, what: str) -> None:
+def _check_private(path: Path, info: os.stat_result, what: str, purpose: str, risk: str) -> None:
     if not hasattr(os, "getuid"):  # Windows: no owner/mode bits in this sense
         return
     me = os.getuid()
@@ -130,9 +136,8 @@ def _check_private(path: Path, info: os.stat_result, what: str) -> None:
         fix = f"chmod go-w {path}"
     if reason:
         raise UntrustedSettingsError(
-            f"notification settings not used: the {what} {path} {reason} (owner {_user(info.st_uid)}, "
-            f"mode {stat.filemode(info.st_mode)} {info.st_mode & 0o7777:04o}); someone else could make the "
-            f"watcher run commands or send data. Run: {fix}"
+            f"{purpose} not used: the {what} {path} {reason} (owner {_user(info.st_uid)}, "
+            f"mode {stat.filemode(info.st_mode)} {info.st_mode & 0o7777:04o}); someone else could {risk}. Run: {fix}"
         )
 
 

@@ -167,6 +167,11 @@ class Watcher:
             return None
         try:
             settings, problems = load_settings_checked(self.root)
+            untrusted = _untrusted_settings(self.root)
+            if untrusted:  # whoever can write the shared root must not be able to switch alerts off
+                from monitor_cb.diagnosis import DiagnosisSettings
+
+                settings, problems = DiagnosisSettings(), [untrusted]
         except Exception as exc:  # noqa: BLE001 - fall back to the detectors' defaults
             problems, settings = [f"{type(exc).__name__}: {exc}"], None
         for problem in problems:
@@ -322,3 +327,22 @@ def _notified(info: Any) -> Iterable[str]:
     meta = getattr(info, "meta", None) or {}
     value = meta.get("notified") if isinstance(meta, dict) else None
     return value if isinstance(value, list) else []
+
+
+def _untrusted_settings(root: Any) -> str:
+    """Why the root's diagnosis settings must not decide what the watcher alerts on, or '' when they may.
+
+    They may when the file and its folder are the watcher's user's (or root's) and nobody else can
+    write them, as for notification settings (:func:`monitor_cb.notify.trust.read_private`): a
+    colleague who can write a shared root could otherwise switch the NaN alert off for everyone.
+    """
+    from monitor_cb.diagnosis.settings import settings_path
+    from monitor_cb.notify.trust import UntrustedSettingsError, read_private
+
+    try:
+        read_private(settings_path(root), purpose="diagnosis settings", risk="switch the watcher's alerts off")
+    except UntrustedSettingsError as exc:
+        return f"{exc}; watching with the default diagnosis settings"
+    except OSError:  # missing, a FIFO, too large: load_settings_checked already said so (or there is nothing)
+        return ""
+    return ""

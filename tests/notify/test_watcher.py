@@ -341,3 +341,27 @@ def test_watch_command_keeps_watching_until_terminated(tmp_path: Path, http_rece
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_diagnosis_settings_others_can_write_cannot_switch_the_nan_alert_off(tmp_path: Path, http_receiver, caplog):
+    """A colleague who can write the shared root writes ``disabled: ["nan"]`` into a group-writable
+    diagnosis.json: the watcher says why it ignores the file and still alerts; a private file is honoured."""
+    from monitor_cb.diagnosis.settings import settings_path
+
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 201), nan_from=101, status="failed")
+    path = settings_path(root)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"disabled": ["nan"]}))
+    path.chmod(0o666)
+    rx = http_receiver()
+    with caplog.at_level("WARNING", logger="monitor_cb.notify"):
+        watch_once(root, rx)
+    assert "nan" in [a["kind"] for a in sent(rx)]
+    assert "diagnosis settings not used" in caplog.text and f"chmod go-w {path}" in caplog.text
+
+    path.chmod(0o644)  # the watcher's own, private file: its choice stands
+    write_run(root, "exp2", range(1, 201), nan_from=101, status="failed")
+    before = len(sent(rx))
+    watch_once(root, rx)
+    assert [a["kind"] for a in sent(rx)[before:] if a["run"] == "exp2"] == ["failed"]
