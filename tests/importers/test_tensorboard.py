@@ -221,7 +221,7 @@ def test_vanished_run_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_missing_tensorboard_package_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.proto.event_pb2", None)
     assert not tensorboard_available()
     with pytest.raises(TensorBoardUnavailable, match="pip install tensorboard") as caught:
         TensorBoardRun(tmp_path)
