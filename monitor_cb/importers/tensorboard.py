@@ -180,6 +180,7 @@ class TensorBoardRun:
         self.first_wall_time: float | None = None
         self.last_wall_time: float | None = None
         self.last_write: float | None = None  # newest event-file mtime, Unix seconds
+        self.total_bytes = 0  # bytes of the event files at the last poll
 
     # ------------------------------------------------------------------ public API
     @property
@@ -256,6 +257,7 @@ class TensorBoardRun:
         if not self.path.is_dir():
             raise FileNotFoundError(f"TensorBoard run directory {self.path} is gone (or is not a directory)")
         found = self._scan()
+        self.total_bytes = sum(_size(path) for path, _, _ in found)
         for gone in set(self._files) - {path for path, _, _ in found}:
             del self._files[gone]
         new = [item for item in found if item[0] not in self._files]
@@ -610,6 +612,13 @@ def _records(batch: Batch) -> list[dict[str, Any]]:
 def _stamp(path: str) -> int:
     match = _STAMP.search(os.path.basename(path))
     return int(match.group(1)) if match else 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _mtime(path: str) -> float:

@@ -28,6 +28,7 @@ class _Activity:
 
     mtime: float = 0.0
     pending: int = 0
+    size: int = 0  # bytes of the run's event files (growth seen by this process: its status)
 
 
 class TensorBoardRankSource(TableSource):
@@ -82,6 +83,7 @@ class TensorBoardGroup:
             for rank, count in reader.bad_steps.items():
                 self.source(rank).bad_count = count  # values at a step out of range, dropped by the reader
             self.activity.mtime = float(reader.last_write or 0.0)
+            self.activity.size = reader.total_bytes
             if taken or not self.meta:
                 self.meta = reader.meta()
             return taken
