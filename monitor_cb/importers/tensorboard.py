@@ -233,6 +233,47 @@ class TensorBoardRun:
         """:meth:`poll`, grouped by rank."""
         return {rank: _records(batch) for rank, batch in self.poll_batches(max_events).items()}
 
+    def single_files(self) -> dict[int, str]:
+        """Rank -> its event file, for ranks that have exactly one (no later launch, no add_scalars series).
+
+        Such a rank's rows depend on that file alone: what the columnar cache can keep.
+        """
+        self._discover()
+        by_rank: dict[int, list[_File]] = {}
+        for state in self._files.values():
+            by_rank.setdefault(state.rank, []).append(state)
+        return {rank: files[0].path for rank, files in by_rank.items() if len(files) == 1 and not files[0].subdir}
+
+    def file_state(self, path: str) -> dict[str, Any]:
+        """What reading ``path`` on from its offset needs besides the bytes (kept with cached rows)."""
+        state = self._files[path]
+        return {
+            "offset": state.offset,
+            "batch_size": state.batch_size,
+            "last_step": dict(state.last_step),
+            "texts": dict(self.texts),
+            "walls": [self.first_wall_time, self.last_wall_time],
+            "bad_steps": self.bad_steps.get(state.rank, 0),
+            "unaligned": self.unaligned,
+        }
+
+    def resume_file(self, path: str, saved: dict[str, Any]) -> None:
+        """Go on reading ``path`` after rows taken from elsewhere (the columnar cache), as :meth:`file_state` said."""
+        state = self._files[path]
+        state.offset = int(saved["offset"])
+        size = saved.get("batch_size")
+        state.batch_size = float(size) if isinstance(size, (int, float)) else None
+        state.last_step = {str(k): int(v) for k, v in dict(saved.get("last_step") or {}).items()}
+        for tag, text in dict(saved.get("texts") or {}).items():
+            self.texts.setdefault(str(tag), str(text))
+        walls = [float(w) for w in saved.get("walls") or [] if isinstance(w, (int, float))]
+        if walls:
+            low, high = min(walls), max(walls)
+            self.first_wall_time = low if self.first_wall_time is None else min(self.first_wall_time, low)
+            self.last_wall_time = high if self.last_wall_time is None else max(self.last_wall_time, high)
+        self.bad_steps[state.rank] = int(saved.get("bad_steps") or 0)
+        self.unaligned = max(self.unaligned, int(saved.get("unaligned") or 0))
+
     def meta(self) -> dict[str, Any]:
         """Run metadata in the spirit of our ``.meta.json`` (TensorBoard keeps no status)."""
         ranks = self.ranks

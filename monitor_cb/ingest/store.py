@@ -153,7 +153,7 @@ class RunStore:
                 run = self._runs.get(run_id) or _Run(run_dir)
                 run.dir = run_dir
                 if run_dir.kind == "tensorboard":
-                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path)
+                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path, self.cache)
                     run.tensorboard.poll()  # ranks appear as their event files are read
                     run.sources = {s.path: s for s in run.tensorboard.sources.values()}
                 else:
