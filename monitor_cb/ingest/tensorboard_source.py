@@ -19,6 +19,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,8 +166,6 @@ class TensorBoardGroup:
         """Keep the rows of ranks with one event file once enough new bytes came (as JSONL files are kept)."""
         if self.cache is None:
             return
-        from monitor_cb.ingest.colcache import CacheHeader, Summary, nonfinite_cells
-
         for rank, path in reader.single_files().items():
             saved = reader.file_state(path)
             offset = int(saved["offset"])
@@ -179,21 +178,48 @@ class TensorBoardGroup:
             with source.lock:
                 state = source.table.state()
                 bad = source.bad_count
-            header = CacheHeader(
-                fingerprint=fingerprint,
-                rank=rank,
-                n_main=state.n,
-                kinds={_STATE_KEY: json.dumps(saved)},
-                bad_count=bad,
-                bad_lines=(),
-                summary=Summary.of(state),
-                last_step=state.last_step,
-                last_seg=state.last_seg,
-                has_seg=state.has_seg,
-                nonfinite=nonfinite_cells(state),
-            )
-            if self.cache.write(Path(path), state, header):
-                self.cached_offsets[path] = offset
+            self.cached_offsets[path] = offset
+            job = _cache_job(self.cache, _CacheWrite(Path(path), rank, state, saved, bad, fingerprint))
+            # the rows handed over never change (writes copy first): a server's refresh does not wait
+            if self.cache.background is None:
+                job()
+            else:
+                self.cache.background.submit(("cache", path), offset, job)
+
+
+@dataclass(frozen=True)
+class _CacheWrite:
+    """One rank's rows and what describes them, handed to the cache writer."""
+
+    path: Path
+    rank: int
+    state: Any  # TableState: read-only views
+    saved: dict[str, Any]
+    bad: int
+    fingerprint: Fingerprint
+
+
+def _cache_job(cache: ColumnarCache, what: _CacheWrite) -> Callable[[], None]:
+    from monitor_cb.ingest.colcache import CacheHeader, Summary, nonfinite_cells
+
+    def write() -> None:
+        state = what.state
+        header = CacheHeader(
+            fingerprint=what.fingerprint,
+            rank=what.rank,
+            n_main=state.n,
+            kinds={_STATE_KEY: json.dumps(what.saved)},
+            bad_count=what.bad,
+            bad_lines=(),
+            summary=Summary.of(state),
+            last_step=state.last_step,
+            last_seg=state.last_seg,
+            has_seg=state.has_seg,
+            nonfinite=nonfinite_cells(state),
+        )
+        cache.write(what.path, state, header)
+
+    return write
 
 
 def _fingerprint(path: str, offset: int, root: Path) -> Fingerprint | None:

@@ -86,6 +86,7 @@ def test_event_directory_reopens_from_the_columnar_cache(tmp_path: Path) -> None
     first.cache.min_bytes = 1  # these files are small: cache them anyway
     (info,) = first.list_runs()
     before = first.read(info.id).frame
+    assert first.cache.wait()  # written in the background: a refresh never waits for it
     for rank, writer in writers.items():  # the run goes on after the first server wrote its cache
         for step in range(40, 45):
             mindformers_step(writer, step, loss_at(step, rank))
@@ -109,6 +110,7 @@ def test_a_rewritten_event_file_is_not_taken_from_the_cache(tmp_path: Path) -> N
     first = RunStore(root, rescan_interval_s=0, cache=True)
     first.cache.min_bytes = 1
     first.list_runs()
+    assert first.cache.wait()
     (event_file,) = (root / "mf" / "rank_0").iterdir()
     data = bytearray(event_file.read_bytes())
     at = data.index(b"loss\x15") + 5  # the first loss value's float32, in the middle of the file
