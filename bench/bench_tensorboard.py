@@ -18,6 +18,9 @@ Printed, in one run:
   process's start to the Live page's loss chart reaching the last step, at full resolution, with
   a cold cache and then again (a new server) with the cache the first one wrote;
 * the ratios project / TensorBoard (below 1: the project is faster);
+* with ``--jsonl``, the issue's other comparison: a run of the same steps in our own format (one
+  ``metrics.jsonl`` of 9 metrics and its metadata, as ``bench/bench_dashboard.py`` writes it) on a
+  fresh server with no cache, to its loss chart at the last step, against TensorBoard's time above;
 * the floor of both tools: the same measurements on a 1,000-step run (what starting the server and
   the page costs whatever the data: Streamlit's server and bundles and first websocket against
   TensorBoard's), so what the data itself adds can be told apart.
@@ -157,13 +160,13 @@ def _answers(url: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- the project
-def project_time(root: Path, steps: int, log: Path) -> float:
+def project_time(root: Path, steps: int, log: Path, run: str = RUN) -> float:
     """Seconds from ``streamlit run dashboard.py`` starting to the loss chart showing the last step."""
     from tests.browser.harness import chart_state, chromium_page, poll, streamlit_server
 
     started = time.monotonic()
     with streamlit_server(root, log) as url, chromium_page() as page:
-        page.goto(f"{url}/?run={RUN}", wait_until="domcontentloaded")
+        page.goto(f"{url}/?run={run}", wait_until="domcontentloaded")
 
         def done() -> bool:
             page.wait_for_timeout(20)  # lets Playwright deliver the page's events
@@ -186,6 +189,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=None, help="keep the event files here between runs")
     parser.add_argument("--no-browser", action="store_true", help="only the in-process figures")
     parser.add_argument("--no-floor", action="store_true", help="skip the 1,000-step run (the fixed costs)")
+    parser.add_argument("--jsonl", action="store_true", help="also a run of the same steps in our JSONL format")
     args = parser.parse_args()
 
     base = args.data or Path(tempfile.mkdtemp(prefix="bench_tb_"))
@@ -215,6 +219,20 @@ def main() -> int:
         f"ratios (project / TensorBoard; below 1 is faster): cold {cold / tb:.2f}, cached {cached / tb:.2f}; "
         f"in process cached / TensorBoard {got['cached_s'] / tb:.2f}"
     )
+    if args.jsonl:
+        sys.path.insert(0, str(REPO / "bench"))
+        from bench_dashboard import RUN as JSONL_RUN
+        from bench_dashboard import BigRun
+
+        jsonl_root = base / "jsonl"
+        if not (jsonl_root / JSONL_RUN / "metrics.jsonl").exists():
+            BigRun(jsonl_root, args.steps)
+        clear_cache(jsonl_root)
+        own = project_time(jsonl_root, args.steps, logs / "project-jsonl.log", JSONL_RUN)
+        print(
+            f"project, JSONL run of {args.steps:,} steps, fresh server, no cache: {own:.2f} s; "
+            f"ratio to TensorBoard on the same steps {own / tb:.2f} ({load()})"
+        )
     if not args.no_floor:
         small = base / "small"
         write_events(small / RUN, 1000)
