@@ -30,6 +30,7 @@ _FOOTER = 4  # u32 payload crc
 _FEW_TAGS = 16  # up to this many distinct tags are told apart by one comparison pass each
 _MAX_RECORD = 256 << 20  # a longer "length" is taken as damage: the rest of the file is not framed
 _U64 = struct.Struct("<Q")
+_DAMAGED = (-1, -1)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class ScanResult:
     tags: list[str]
     others: list[tuple[int, bytes]] = field(default_factory=list)  # (order, payload) for protobuf
     n_records: int = 0
+    damaged: bool = False  # the record at ``end`` cannot be framed (a length of 0 or past any record)
 
     @property
     def n_fast(self) -> int:
@@ -68,7 +70,7 @@ def scan(buf: np.ndarray, start: int = 0, max_records: int | None = None) -> Sca
     # chained[i]: candidate i ends exactly where candidate i+1 begins
     chained = nxt[:-1] == cand[1:] if len(cand) else np.empty(0, bool)
     breaks = np.flatnonzero(~chained)  # a chain run i..j ends at the first break >= i
-    pos, count = start, 0
+    pos, count, damaged = start, 0, False
     index = int(np.searchsorted(cand, pos))
     n = len(cand)
     while pos < size and count < budget:
@@ -84,6 +86,9 @@ def scan(buf: np.ndarray, start: int = 0, max_records: int | None = None) -> Sca
         record = _one_record(buf, pos, size)
         if record is None:
             break  # torn record at the end: "not yet"
+        if record is _DAMAGED:
+            damaged = True
+            break
         payload_start, payload_end = record
         others.append((count, buf[payload_start:payload_end].tobytes()))
         count += 1
@@ -103,16 +108,26 @@ def scan(buf: np.ndarray, start: int = 0, max_records: int | None = None) -> Sca
         tags=tags,
         others=others,
         n_records=count,
+        damaged=damaged,
     )
 
 
+def record_span(buf: np.ndarray, pos: int) -> int:
+    """Bytes the record at ``pos`` takes with its framing, as its header says (0 without a header yet)."""
+    if pos + 8 > len(buf):
+        return 0
+    (length,) = _U64.unpack(buf[pos : pos + 8].tobytes())
+    return _HEADER + min(length, _MAX_RECORD) + _FOOTER
+
+
 def _one_record(buf: np.ndarray, pos: int, size: int) -> tuple[int, int] | None:
-    """(payload start, payload end) of the record at ``pos``, None when it is not complete yet."""
+    """(payload start, payload end) of the record at ``pos``; None when it is not complete yet;
+    :data:`_DAMAGED` when its length is 0 (every event has a time) or larger than any record."""
     if pos + _HEADER > size:
         return None
     (length,) = _U64.unpack(buf[pos : pos + 8].tobytes())
-    if length > _MAX_RECORD:
-        return None  # damage or not an event file: nothing after it can be framed
+    if length > _MAX_RECORD or length == 0:
+        return _DAMAGED  # damage or not an event file (zeros of a sparse file): nothing after it can be framed
     end = pos + _HEADER + length
     if end + _FOOTER > size:
         return None

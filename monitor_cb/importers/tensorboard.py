@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor_cb.importers.event_scan import ScanResult, scan
+from monitor_cb.importers.event_scan import ScanResult, record_span, scan
 from monitor_cb.importers.f32 import shortest_f32
 from monitor_cb.importers.tags import (
     TEXT_SUFFIX,
@@ -62,6 +62,7 @@ TENSORBOARD_MISSING = (
 
 _RANK_DIR = re.compile(r"^rank_(\d+)$")
 _STAMP = re.compile(r"tfevents\.(\d+)")
+SCAN_WINDOW = 64 << 20  # bytes of an event file decoded at once (memory stays bounded on any file)
 _INTEGER_KEYS = frozenset({"batch_size", "samples"})  # whole numbers in records (import-tb writes them)
 _F32 = struct.Struct("<f")
 
@@ -219,9 +220,8 @@ class TensorBoardRun:
                 budget -= count
             elif count == 0 and newest[os.path.dirname(state.path)] != state.path:
                 state.done = True  # a newer file in the same directory: this writer has moved on
-            if events is not None and len(events.target):
-                parts.setdefault(state.rank, []).append(events)
-        batches = {rank: _batch(rank, events) for rank, events in sorted(parts.items())}
+            parts.setdefault(state.rank, []).extend(e for e in events if len(e.target))
+        batches = {rank: _batch(rank, events) for rank, events in sorted(parts.items()) if events}
         self.n_records += sum(len(batch) for batch in batches.values())
         return batches
 
@@ -379,26 +379,48 @@ class TensorBoardRun:
         return newest
 
     # ------------------------------------------------------------------ reading
-    def _read(self, state: _File, budget: int | None) -> tuple[_Events | None, int]:
-        """New events of one file from its byte offset: (its scalars as rows-to-be, records read)."""
+    def _read(self, state: _File, budget: int | None) -> tuple[list[_Events], int]:
+        """New events of one file from its byte offset: (its scalars as rows-to-be, records read).
+
+        The file is mapped and decoded :data:`SCAN_WINDOW` bytes at a time, so memory stays bounded
+        whatever its size; a damaged record (a length of 0, as in a sparse file's zeros, or past any
+        record) ends the reading of that file with one warning.
+        """
+        out: list[_Events] = []
+        total = 0
         try:
             with open_regular(state.path, root=self.path) as (fd, st):
-                if st.st_size <= state.offset:
-                    return None, 0
-                with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) as mapped:
-                    buf = np.frombuffer(mapped, np.uint8)
+                size = st.st_size
+                if size <= state.offset:
+                    return out, 0
+                with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
+                    full = np.frombuffer(mapped, np.uint8)
                     try:
-                        found = scan(buf, state.offset, budget)
+                        while state.offset < size and (budget is None or total < budget):
+                            stop = min(size, state.offset + max(SCAN_WINDOW, record_span(full, state.offset)))
+                            found = scan(full[:stop], state.offset, None if budget is None else budget - total)
+                            if found.n_records:
+                                out.append(self._events(state, found))
+                            state.offset = found.end
+                            total += found.n_records
+                            self.n_events += found.n_records
+                            if found.damaged:
+                                state.done = True
+                                self._warn_once(
+                                    state.path,
+                                    f"TensorBoard event file {state.path} is damaged at byte {found.end:,}: "
+                                    "the records after it are not read",
+                                )
+                                break
+                            if not found.n_records:
+                                break  # a record cut short at the end: "not yet"
                     finally:
-                        del buf
+                        del full
         except FileNotFoundError:
-            return None, 0
+            return out, total
         except (OSError, ValueError) as exc:  # unsafe, vanished or unreadable: the other files go on
             self._warn_once(state.path, f"cannot read TensorBoard event file {state.path}: {exc}")
-            return None, 0
-        state.offset = found.end
-        self.n_events += found.n_records
-        return self._events(state, found), found.n_records
+        return out, total
 
     def _events(self, state: _File, found: ScanResult) -> _Events:
         """The scan's scalars (fast ones and protobuf-decoded ones, in file order) as rows of the rank."""
