@@ -130,7 +130,10 @@ def _tensor_scalar(tensor: Any) -> float | None:
         return None
     if array.size != 1 or array.dtype.kind not in "fiub":
         return None
-    return float(array.reshape(-1)[0])
+    value = array.reshape(-1)[0]
+    if array.dtype.kind == "f" and array.dtype.itemsize <= 4:  # float32 (or 16): its shortest decimal
+        return shortest_f32(float(value))
+    return float(value)
 
 
 @dataclass

@@ -53,3 +53,18 @@ def test_tensorboard_values_read_without_noise(tmp_path: Path) -> None:
     records = TensorBoardRun(tmp_path / "run").poll()
     assert [r["loss"] for r in records] == [102340.945, 0.1]
     assert repr(records[0]["loss"]) == "102340.945"
+
+
+def test_tf2_style_tensor_scalars_read_without_noise(tmp_path: Path) -> None:
+    # tf.summary.scalar writes a float32 TensorProto, not simple_value (TensorBoard's own writer, real CRCs)
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path / "run"))
+    for step, value in ((1, 102340.945), (2, 0.1)):
+        tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[value])
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="loss", tensor=tensor)])
+        writer.add_event(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary))
+    writer.close()
+    records = TensorBoardRun(tmp_path / "run").poll()
+    assert [r["loss"] for r in records] == [102340.945, 0.1]
