@@ -9,8 +9,8 @@ names (``docs/TENSORBOARD.md``, :mod:`monitor_cb.importers.tags`)::
     records = run.poll()        # everything so far: [{"step": 1, "t": ..., "rank": 0, "seg": 1, "loss": 2.3, ...}]
     records = run.poll()        # later: only what training appended since
 
-Like TensorBoard's own ``directory_loader``, there is one loader per event file, each remembering where
-it stopped; a half-written record at the end of a file is "not yet" and comes back complete on a later
+Like TensorBoard's own ``directory_loader``, each event file remembers where it stopped; a
+half-written record at the end of a file is "not yet" and comes back complete on a later
 poll. Unlike TensorBoard's multiplexer, nothing is sampled away: every scalar event is returned, NaN
 and infinities as floats.
 
