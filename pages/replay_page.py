@@ -37,7 +37,7 @@ K_CURSOR, K_PLAYING, K_SPEED, K_JUMP, K_SUBJECT, K_FINDINGS = (
     "rp_findings",
 )
 SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
-REPLAYABLE = ("finished", "failed", "stopped", "crashed")
+REPLAYABLE = ("finished", "failed", "stopped", "crashed", "ended")  # ended: a run that recorded no status
 SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
 WHOLE_RUN = -1  # the "jump to" choice that replays the whole run
 
@@ -90,7 +90,7 @@ def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
 
     done = [r for r in runs if r.status in REPLAYABLE]
     if not done:
-        st.info("No finished, failed, stopped or crashed run under the log root yet. Upload a JSONL file instead.")
+        st.info("No ended run (finished, failed, stopped, crashed) under the log root. Upload a JSONL file instead.")
         st.stop()
     by_id = {r.id: r for r in done}
     now = time.time()

@@ -33,6 +33,7 @@ from monitor_cb.compare.configdiff import MISSING, show_value
 from monitor_cb.compare.runexpr import compile_filter
 from monitor_cb.compare.runstats import STATS, RunStats, key_metrics
 from monitor_cb.ingest.meta_values import finite_float
+from monitor_cb.ingest.status import run_span
 
 BASE_COLUMNS = (
     "id",
@@ -176,11 +177,8 @@ def run_duration(meta: Mapping[str, Any] | None, run: RunStats, status: str, now
     """Seconds from the start (metadata, else first record) to the end (metadata, else last record;
     now while the run is active)."""
     meta = meta or {}
-    start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time")) or run.t_first
-    end = now if status in _ACTIVE else (finite_float(meta.get("end_time")) or run.t_last)
-    if start is None or end is None or end < start:
-        return None
-    return end - start
+    start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
+    return run_span(start, finite_float(meta.get("end_time")), run.t_first, run.t_last, status in _ACTIVE, now)
 
 
 def _expression_row(record: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pandas as pd
 from monitor_cb.analysis.series import first_nonfinite, float_values, latest, logged_rows
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.ingest.meta_values import finite_float
+from monitor_cb.ingest.status import run_span
 
 # Eval metrics where lower is better; any other eval metric (accuracy, f1, bleu, ...) is higher-better.
 _LOWER_BETTER = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")
@@ -81,14 +82,9 @@ def run_duration(run: RunData, now: float) -> float | None:
     t = float_values(frame["t"]) if "t" in frame.columns and len(frame) else np.empty(0)
     t = t[np.isfinite(t)]
     start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
-    start = start or (float(t.min()) if t.size else None)
-    if run.status in ("running", "stalled"):
-        end = now
-    else:
-        end = finite_float(meta.get("end_time")) or (float(t.max()) if t.size else None)
-    if start is None or end is None or end < start:
-        return None
-    return end - start
+    t_first, t_last = (float(t.min()), float(t.max())) if t.size else (None, None)
+    active = run.status in ("running", "stalled")
+    return run_span(start, finite_float(meta.get("end_time")), t_first, t_last, active, now)
 
 
 def summary_row(run: RunData, eval_metric: str | None, now: float) -> dict[str, Any]:

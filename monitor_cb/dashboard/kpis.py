@@ -13,6 +13,7 @@ import pandas as pd
 from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, RunLike, format_age
 from monitor_cb.ingest.meta_values import finite_float
+from monitor_cb.ingest.status import run_span, time_bounds
 
 # A running run whose last write is older than this many typical record intervals looks stale.
 STALE_INTERVALS = 10.0
@@ -93,10 +94,10 @@ def compute_kpis(
         eta = (total - step) / speed
     epoch_value = series.last_value("epoch")
     start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
-    if start is None and len(series) and series.has("t"):
-        start = float(series.values("t")[0])
-    end = now if run.status in ACTIVE_STATUSES else (finite_float(meta.get("end_time")) or run.last_write)
-    elapsed = end - start if start is not None and end is not None else None
+    t_first, t_last = time_bounds(series.values("t")) if len(series) and series.has("t") else (None, None)
+    active = run.status in ACTIVE_STATUSES
+    end = finite_float(meta.get("end_time")) or (run.last_write if start is not None and t_last is None else None)
+    elapsed = run_span(start, end, t_first, t_last, active, now)
     age = now - run.last_write if run.last_write else None
     return Kpis(
         step=step,

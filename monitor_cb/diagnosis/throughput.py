@@ -8,7 +8,14 @@ least ``drop_min_points`` of it) is below
 the trend by at least ``max(drop_frac, drop_evidence / L, drop_z noise sigmas of an L-point median)``:
 a large drop needs few points (an 85% fall: 3), a small one more (a halving: 4; -30%: 7), and a
 single slow interval (an evaluation, a checkpoint) never counts. The trend is frozen at the onset to
-find where the drop ends.
+find where the drop ends. One finding per drop (confirming windows that share an onset are one), and
+its numbers agree with its threshold: the fall it reports (the trend at the onset against the median
+of the confirming points) is at least the threshold it names, or there is no finding.
+
+Record times are a rate only where they mean something: a file written in bursts (TensorBoard
+event files flushed by a queue, a log copied line by line), time stamps coarser than a step, or
+intervals no training step takes say nothing about speed. Then there is no throughput finding, only
+one ``info`` note that says why (:func:`record_times_problem`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,15 @@ from monitor_cb.diagnosis.settings import DiagnosisSettings
 _MAX_EPISODES = 50
 _COMPARE_POINTS = 50  # points before / after the onset whose medians describe the change
 _MEDIAN_SE = 1.2533
+# Record times that are no rate: a share of consecutive records with the same time stamp; a typical
+# (median) interval this many times shorter than the mean one (the longest 1% left out: an outage or a
+# resume is no burst); the shortest plausible median time a step takes.
+_SAME_STAMP_SHARE = 0.1
+_BURST_RATIO = 20.0
+_MIN_STEP_S = 1e-4
+
+
+FROM_TIMES = "steps/s (from record times)"
 
 
 def rate_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
@@ -34,7 +50,7 @@ def rate_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
         s = finite_series(frame, "step_time")
         unit = "steps/s"
         if s is None:
-            return _rate_from_t(frame), "steps/s (from record times)"
+            return _rate_from_t(frame), FROM_TIMES
         s = Series(s.rows, s.steps, np.where(s.values > 0, 1.0 / np.maximum(s.values, 1e-300), np.nan))
     keep = np.isfinite(s.values) & (s.values > 0)
     return Series(s.rows[keep], s.steps[keep], s.values[keep]), unit
@@ -57,11 +73,63 @@ def _rate_from_t(frame: pd.DataFrame) -> Series | None:
     return Series(rows, steps[rows], ds[ok] / dt[ok])
 
 
+def record_times_problem(frame: pd.DataFrame) -> str | None:
+    """Why the records' ``t`` says nothing about speed (None when it does, or there is none to judge).
+
+    Judged on consecutive train records: the same time stamp for different steps (times coarser than
+    a step, or stamped when a buffer was flushed), a median under :data:`_MIN_STEP_S` a step (no
+    training step is that fast), or a median interval far shorter than the mean (records written in
+    bursts: most come at once, then a long wait).
+    """
+    t = column(frame, "t")
+    if t is None:
+        return None
+    steps = frame["step"].to_numpy()
+    rows = np.flatnonzero(train_rows(frame) & np.isfinite(t))
+    if rows.size < 3:
+        return None
+    dt, ds = np.diff(t[rows]), np.diff(steps[rows])
+    forward = ds > 0
+    dt, ds = dt[forward], ds[forward]
+    if dt.size < 3:
+        return None
+    same = float(np.mean(dt <= 0))
+    if same >= _SAME_STAMP_SHARE:
+        return (
+            f"{fmt_pct(same)} of consecutive records share a time stamp, so their times are coarser than a step "
+            "or were stamped when a buffer was written"
+        )
+    per_step = np.sort(np.maximum(dt, 0.0) / ds)
+    typical = float(np.median(per_step))
+    if typical < _MIN_STEP_S:
+        return f"records are a median {fmt_seconds(typical)} apart per step, faster than any training step"
+    mean = float(per_step[: per_step.size - per_step.size // 100].mean())
+    if typical * _BURST_RATIO < mean:
+        return (
+            f"records are a median {fmt_seconds(typical)} apart per step but {fmt_seconds(mean)} on average: "
+            "they were written in bursts"
+        )
+    return None
+
+
+def _times_note(frame: pd.DataFrame, problem: str) -> Finding:
+    what = f"throughput was not judged: no throughput or step_time was logged, and {problem}"
+    advice = "log throughput or step_time (LiveMonitor does) to have drops in speed found"
+    why = "record times are used as a rate only when their intervals look like steps"
+    steps = frame["step"].to_numpy()
+    details = {"variant": "not_judged", "reason": problem}
+    return Finding("throughput_drop", "info", int(steps[0]), explain(what, advice, why), None, None, details, why)
+
+
 def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
     """Stretches where the rate sits well below its trend for long enough given how far below it is."""
     s, unit = rate_series(frame)
     if s is None or len(s) < settings.min_baseline + settings.drop_min_points:
         return []
+    if unit == FROM_TIMES:
+        problem = record_times_problem(frame)
+        if problem is not None:
+            return [_times_note(frame, problem)]
     if not _could_drop(s.values, settings):
         return []  # not even drop_min_points slow points close together: the common case, in one pass
     noise = series_noise(s.values, settings.baseline_window, settings.min_baseline, log=True)
@@ -85,12 +153,17 @@ def detect_throughput_drop(frame: pd.DataFrame, settings: DiagnosisSettings) -> 
         lookback = max(0, first - settings.drop_window)
         low = deficit[lookback : first + 1] >= need_at[first]
         onset = lookback + (int(np.flatnonzero(low)[0]) if low.any() else first - lookback)
+        if onset <= covered:
+            continue  # another confirming window of the drop already reported
         level = float(np.exp(noise.level[onset]))
         if not np.isfinite(level):
             continue
         end = _episode_end(noise.x, onset, np.log(level) - float(need_at[first]), settings.drop_window)
-        findings.append(_finding(frame, s, unit, onset, end, first, level, float(need_at[first]), settings))
-        covered = end
+        covered = max(end, first)
+        found = _finding(frame, s, unit, onset, end, first, level, float(need_at[first]), settings)
+        if found is None:
+            continue  # its points were not, taken together, as far below the trend as the threshold
+        findings.append(found)
         if len(findings) >= _MAX_EPISODES:
             break
     return findings
@@ -125,12 +198,21 @@ def _episode_end(x: np.ndarray, onset: int, threshold: float, window: int) -> in
 
 def _finding(
     frame: pd.DataFrame, s: Series, unit: str, onset: int, end: int, seen: int, level: float, need: float, settings
-) -> Finding:
+) -> Finding | None:
     x = s.values
-    now_level = float(np.median(x[onset : min(end + 1, onset + _COMPARE_POINTS)]))
+    # the confirming points against the trend at the onset: what the threshold was judged on
+    now_level = float(np.median(x[onset : max(seen, onset) + 1]))
     fall = 1 - now_level / level
+    threshold = float(1 - np.exp(-need))
+    if not fall >= threshold - 1e-9:
+        return None
     ongoing = end >= len(s) - 1
-    span = "and is still there" if ongoing else f"until step {fmt_step(s.steps[end])}"
+    if ongoing:
+        span = "and is still there"
+    elif s.steps[end] > s.steps[onset]:
+        span = f"until step {fmt_step(s.steps[end])}"
+    else:
+        span = "for one logged point"
     cause, details = _cause(frame, s, onset, end, settings)
     points = seen - onset + 1
     what = (
@@ -138,7 +220,7 @@ def _finding(
         f"at step {fmt_step(s.steps[onset])} {span}"
     )
     why = (
-        f"most of {points} logged points in a row were at least {fmt_pct(1 - np.exp(-need))} below the trend "
+        f"most of {points} logged points in a row were at least {fmt_pct(threshold)} below the trend "
         f"(threshold: -{fmt_pct(settings.drop_frac)}, and size x points >= drop_evidence = {settings.drop_evidence:g} "
         f"in log units, so a halving must last {int(np.ceil(settings.drop_evidence / np.log(2)))} points and "
         f"-{fmt_pct(settings.drop_frac)} {int(np.ceil(settings.drop_evidence / -np.log1p(-settings.drop_frac)))}; "
@@ -151,6 +233,7 @@ def _finding(
         "unit": unit,
         "ongoing": ongoing,
         "points_to_confirm": int(points),
+        "threshold": threshold,
         "detected_step": int(s.steps[seen]),
     }
     message = explain(what, cause, why)

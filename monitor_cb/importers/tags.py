@@ -79,6 +79,15 @@ def convert(tag: str, value: float) -> float | int:
     return value
 
 
+def unit_divisor(tag: str) -> float:
+    """What a whole array of the tag's values is divided by to be in our units (1.0: as written).
+
+    The vectorised form of :func:`convert` (``batch-size`` stays a float in a column).
+    """
+    mapped = TAG_MAP.get(tag)
+    return 1000.0 if mapped and mapped[1] is _ms_to_s else 1.0
+
+
 def subdir_metric_name(subdir: str, tag: str) -> str:
     """Key for a scalar found in a subdirectory of a rank directory.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES, ChunkParser
-from monitor_cb.ingest.status import usual_interval
+from monitor_cb.ingest.status import GrowthWatch, usual_interval
 from monitor_cb.ingest.table import RankTable
 from monitor_cb.ingest.tail import Chunk, FileTail
 from monitor_cb.ingest.tiered import OVERLAY, TieredTable
@@ -50,6 +50,7 @@ class TableSource:
         self.bad_lines: list[BadLine] = []
         self.last_poll = 0.0
         self._interval: tuple[int, float | None] = (-1, None)
+        self.growth = GrowthWatch()  # whether this process saw the file grow (status of runs without one)
 
     def poll(self) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -96,6 +97,10 @@ class TableSource:
                 interval=self.usual_interval(),
                 partial_count=self.partial_count,
             )
+
+    def grew_at(self, now: float) -> float | None:
+        """When this process last saw the file grow (None: never), noting its size now."""
+        return self.growth.see(int(getattr(self.tail, "size", 0) or 0), now)  # type: ignore[attr-defined]
 
     def summary_version(self) -> tuple[int, ...]:
         """Changes whenever :meth:`summary` may (the store reuses a RunInfo while it does not)."""

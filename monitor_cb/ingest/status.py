@@ -3,12 +3,19 @@
 The metadata says running / finished / failed / stopped. A run that says running
 is *crashed* when its process is gone (same host only: a pid means nothing
 elsewhere) or its file ends in a torn line nothing completes, and *stalled* when no
-record came for several times its usual interval. Files without metadata (plain
-``json.dumps`` logs) are judged by activity alone.
+record came for several times its usual interval.
+
+A run that records no status (plain ``json.dumps`` logs, the article's ``metrics.jsonl``,
+TensorBoard event directories) is judged only by what this process saw: *running* while it
+saw the files grow, *ended* ("no status recorded") otherwise. A file's mtime is not evidence:
+``cp`` sets it to now and ``cp -p`` / ``rsync -a`` keep the original, so a copied run would be
+running or stalled depending on how it was copied. A run nobody saw running is never stalled
+or crashed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from dataclasses import dataclass
@@ -16,10 +23,13 @@ from typing import Any
 
 import numpy as np
 
-FINAL = ("finished", "failed", "stopped")
+ENDED = "ended"  # a run that records no status and was not seen growing (or stopped growing long ago)
+FINAL = ("finished", "failed", "stopped", ENDED)
+NO_STATUS = "no status recorded"
+EPOCH_MIN = 946_684_800.0  # 2000-01-01: a record time before this is seconds since the run's start
 _PID_LIMIT = 1 << 31  # pid_t is 32 bits: a larger "pid" in a metadata file is garbage
 # When ranks disagree, the most alarming status names the run.
-PRIORITY = ("failed", "crashed", "stalled", "running", "stopped", "finished")
+PRIORITY = ("failed", "crashed", "stalled", "running", "stopped", ENDED, "finished")
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,24 @@ class FileActivity:
     last_write: float  # mtime, Unix s
     torn: bool  # bytes after the last newline
     interval: float | None  # usual seconds between records (median of the last ones), None if unknown
+    grew_at: float | None = None  # when this process last saw the file grow (Unix s); None: never
+
+
+@dataclass
+class GrowthWatch:
+    """Whether this process saw a file grow: the only sign of life of a run that records no status."""
+
+    size: int | None = None
+    grew_at: float | None = None
+
+    def see(self, size: int, now: float) -> float | None:
+        """Note the file's current size; returns when it was last seen growing (None: never)."""
+        if size <= 0:
+            return self.grew_at  # not read yet (or emptied): no baseline
+        if self.size is not None and size > self.size:
+            self.grew_at = now
+        self.size = size
+        return self.grew_at
 
 
 def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tuple[str, str | None]:
@@ -56,6 +84,8 @@ def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tup
     if said in FINAL:
         reason = meta.get("reason")
         return said, reason if reason is None or isinstance(reason, str) else str(reason)[:500]
+    if said != "running":
+        return unrecorded_status(activity, now, policy)
     idle = now - activity.last_write
     if meta and process_gone(meta):
         return "crashed", f"process {meta.get('pid')} on {meta.get('host')} is gone"
@@ -67,6 +97,61 @@ def file_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tup
             return "finished", f"no metadata file; nothing written for {idle:.0f} s"
         return "stalled", f"no record for {idle:.0f} s (threshold {stall_after:.0f} s)"
     return "running", None
+
+
+def unrecorded_status(activity: FileActivity, now: float, policy: StatusPolicy) -> tuple[str, str | None]:
+    """(status, reason) of a file whose run records no status: only growth seen by this process counts."""
+    if activity.grew_at is None:
+        return ENDED, NO_STATUS
+    idle = max(now - activity.grew_at, 0.0)
+    if activity.torn and idle > policy.torn_grace_s:
+        return "crashed", f"the file ends in a torn line and stopped growing {idle:.0f} s ago"
+    stall_after = stall_threshold(activity.interval, policy)
+    if idle <= stall_after:
+        return "running", None
+    if idle > policy.assume_finished_after_s:
+        return ENDED, f"{NO_STATUS}; nothing written for {idle:.0f} s"
+    return "stalled", f"seen growing, then no record for {idle:.0f} s (threshold {stall_after:.0f} s); {NO_STATUS}"
+
+
+def is_epoch(t: float | None) -> bool:
+    """Whether a record time is a date (Unix seconds), not seconds since the run's start."""
+    return t is not None and math.isfinite(t) and t >= EPOCH_MIN
+
+
+def run_span(
+    meta_start: float | None,
+    meta_end: float | None,
+    t_first: float | None,
+    t_last: float | None,
+    active: bool,
+    now: float,
+) -> float | None:
+    """Seconds a run has lasted: metadata times first, else its records' own ``t``.
+
+    ``now`` only counts against a date: records whose ``t`` counts from 0 give ``t_last - t_first``
+    (their own span) and never a difference with the clock or a file's mtime.
+    """
+    start = meta_start if meta_start is not None else t_first
+    if start is None:
+        return None
+    if meta_start is None and not is_epoch(start):
+        end = t_last
+    elif active:
+        end = now
+    else:
+        end = meta_end if meta_end is not None else t_last
+    if end is None or not math.isfinite(end) or end < start:
+        return None
+    return end - start
+
+
+def time_bounds(t: np.ndarray) -> tuple[float | None, float | None]:
+    """First and last finite record time (None, None without one)."""
+    finite = np.flatnonzero(np.isfinite(t))
+    if not finite.size:
+        return None, None
+    return float(t[finite[0]]), float(t[finite[-1]])
 
 
 def combine(statuses: list[tuple[str, str | None]]) -> tuple[str, str | None]:

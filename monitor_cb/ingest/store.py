@@ -157,7 +157,7 @@ class RunStore:
                 run = self._runs.get(run_id) or _Run(run_dir)
                 run.dir = run_dir
                 if run_dir.kind == "tensorboard":
-                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path)
+                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path, self.cache)
                     run.tensorboard.poll()  # ranks appear as their event files are read
                     run.sources = {s.path: s for s in run.tensorboard.sources.values()}
                 else:
@@ -279,18 +279,21 @@ class RunStore:
             metas = [run.tensorboard.meta for _ in sources]
         else:
             metas = [self._read_meta(source.meta_path) for source in sources]
-        key = tuple((id(s), s.summary_version(), id(m)) for s, m in zip(sources, metas, strict=True))
+        grew = [s.grew_at(now) for s in sources]
+        key = tuple((id(s), s.summary_version(), id(m), g) for s, m, g in zip(sources, metas, grew, strict=True))
         cached = run.info
         if cached is not None and cached[0] == key and (cached[2].status in FINAL or 0 <= now - cached[1] < 1.0):
             return cached[2]
-        info = self._fresh_info(run, [s.summary() for s in sources], metas, now)
+        info = self._fresh_info(run, [s.summary() for s in sources], metas, now, grew)
         run.info = (key, now, info)
         return info
 
-    def _fresh_info(self, run: _Run, sources: list[SourceSummary], metas: list[dict[str, Any]], now: float) -> RunInfo:
+    def _fresh_info(
+        self, run: _Run, sources: list[SourceSummary], metas: list[dict[str, Any]], now: float, grew: list[float | None]
+    ) -> RunInfo:
         statuses = []
-        for source, meta in zip(sources, metas, strict=True):
-            activity = FileActivity(meta, source.last_write, source.pending > 0, source.interval)
+        for source, meta, grew_at in zip(sources, metas, grew, strict=True):
+            activity = FileActivity(meta, source.last_write, source.pending > 0, source.interval, grew_at)
             statuses.append(file_status(activity, now, self.policy))
         status, reason = combine(statuses)
         meta = next((m for m, s in zip(metas, sources, strict=True) if s.rank == 0 and m), None) or next(

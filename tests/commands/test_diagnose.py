@@ -82,3 +82,24 @@ def test_settings_file_applies(root, capsys):
     (root / ".monitor").mkdir()
     (root / ".monitor" / "diagnosis.json").write_text(json.dumps({"disabled": ["nan"]}))
     assert main(["diagnose", "diverged", "--root", str(root)]) == 0
+
+
+def test_a_tensorboard_run_opened_two_days_later_is_ended_not_stalled(tmp_path, capsys):
+    # issue 25: a finished MindFormers TensorBoard run got "ERROR stalled: no new records for 48 h" and exit 1
+    import time
+
+    from tests.importers.tb_helpers import loss_at, mindformers_step
+    from tests.importers.tb_helpers import write_run as write_tb
+
+    writer = write_tb(tmp_path / "mf", (0,), range(1, 4))[0]
+    for step in range(4, 40):
+        mindformers_step(writer, step, loss_at(step, 0) if step != 3 else 1.0)
+    writer.sync()
+    writer.close()
+    two_days_ago = time.time() - 2 * 86400
+    for path in (tmp_path / "mf" / "rank_0").iterdir():
+        os.utime(path, (two_days_ago, two_days_ago))
+    code = main(["diagnose", "mf", "--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "stalled" not in out and "hung" not in out
+    assert code == (1 if "ERROR" in out else 0)  # the NaN at step 3 is the only error it may have

@@ -95,7 +95,7 @@ def test_refuses_bad_source_and_existing_destination(tmp_path: Path, capsys: pyt
 def test_missing_tensorboard_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     src = tmp_path / "tb"
     write_run(src, (0,), range(1, 2))[0].close()
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.proto.event_pb2", None)
     assert main(["import-tb", str(src), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "optional 'tensorboard' package" in err and "pip install tensorboard" in err

@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -96,3 +98,56 @@ def test_rate_from_record_times_when_nothing_else_is_logged():
     (found,) = detect_throughput_drop(f, S)
     assert 400 <= found.step <= 403 and found.details["unit"] == "steps/s (from record times)"
     assert found.details["fall"] == pytest.approx(0.6, abs=0.05)
+
+
+def test_record_times_of_a_file_written_faster_than_any_step_give_one_note():
+    # tensorboardX stamps events as fast as a script adds them: 20 us apart, no training step is that fast
+    f = frame(3000, loss=noisy(3000))
+    f["t"] = 1.76e9 + np.cumsum(np.random.default_rng(1).lognormal(np.log(2e-5), 0.5, 3000))
+    f.loc[1500:, "t"] += np.cumsum(np.full(1500, 2e-5))  # "slower" halfway: not a rate, nothing to find
+    (note,) = detect_throughput_drop(f, S)
+    assert (note.kind, note.severity) == ("throughput_drop", "info")
+    assert note.details["variant"] == "not_judged" and "faster than any training step" in note.message
+
+
+def test_record_times_written_in_bursts_or_coarse_give_one_note():
+    rng = np.random.default_rng(2)
+    bursts = frame(2000, loss=noisy(2000))
+    gaps = np.where(np.arange(2000) % 50 == 0, 25.0, 1e-3)  # 50 records 1 ms apart, then a 25 s wait
+    bursts["t"] = 1.76e9 + np.cumsum(gaps * rng.lognormal(0, 0.05, 2000))
+    (note,) = detect_throughput_drop(bursts, S)
+    assert note.severity == "info" and "bursts" in note.message
+    coarse = frame(2000, loss=noisy(2000))
+    coarse["t"] = np.floor(1.76e9 + np.arange(2000) * 0.1)  # 1 s resolution, 10 steps a second
+    (note,) = detect_throughput_drop(coarse, S)
+    assert note.severity == "info" and "share a time stamp" in note.message
+
+
+def test_real_record_times_are_still_a_rate():
+    # steps ~0.5 s apart with an evaluation every 100 steps and one long outage: times that mean something
+    rng = np.random.default_rng(4)
+    dt = rng.lognormal(np.log(0.5), 0.05, 1500)
+    dt[::100] += 30.0
+    dt[700] += 86_400.0
+    f = frame(1500, loss=noisy(1500))
+    f["t"] = 1.76e9 + np.cumsum(dt)
+    assert [x for x in detect_throughput_drop(f, S) if x.severity == "info"] == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_finding_is_one_drop_at_least_as_large_as_its_threshold(seed: int):
+    # noisy rates with dips of 15-45% of various lengths, as a busy CPU gives: each finding's fall
+    # agrees with the threshold its text names, and no two findings describe the same drop
+    rng = np.random.default_rng(seed)
+    n = 3000
+    rate = 100 * rng.lognormal(0, 0.12, n)
+    for start in rng.integers(100, n - 100, 12):
+        rate[start : start + rng.integers(3, 40)] *= 1 - rng.uniform(0.15, 0.45)
+    found = detect_throughput_drop(frame(n, throughput=rate), S)
+    for f in found:
+        assert f.details["fall"] >= f.details["threshold"] - 1e-9 >= S.drop_frac - 1e-9, f.message
+        assert f"-{round(f.details['fall'] * 100)}%" in f.message or f.details["fall"] >= 0.995
+    steps = [f.step for f in found]
+    assert len(steps) == len(set(steps))
+    spans = sorted((f.step, f.end_step) for f in found)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))

@@ -221,7 +221,7 @@ def test_vanished_run_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_missing_tensorboard_package_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.proto.event_pb2", None)
     assert not tensorboard_available()
     with pytest.raises(TensorBoardUnavailable, match="pip install tensorboard") as caught:
         TensorBoardRun(tmp_path)
@@ -301,3 +301,39 @@ def test_steps_out_of_range_are_dropped_and_counted(tmp_path: Path) -> None:
     records = run.poll()
     assert [(r["step"], r["loss"]) for r in records] == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3)), (4, 0.25)]
     assert run.bad_steps == {0: 2} and run.meta()["bad_step_values"] == 2
+
+
+def test_hostile_event_files_neither_hang_nor_stop_the_others(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import os
+    import time
+
+    run_dir = tmp_path / "tb" / "rank_0"
+    writer = SummaryWriter(str(run_dir), flush_secs=3600)
+    writer.add_scalar("loss", 1.5, global_step=1)
+    writer.close()
+    os.mkfifo(run_dir / "events.out.tfevents.1.fifo")  # an open() of it would wait for a writer forever
+    with open(run_dir / "events.out.tfevents.2.sparse", "wb") as sparse:  # 3 GB of zeros, no disk used
+        sparse.truncate(3 << 30)
+    other = tmp_path / "tb" / "rank_1"
+    other.mkdir()
+    (other / "events.out.tfevents.3.junk").write_bytes(os.urandom(100_000))
+    started = time.monotonic()
+    run = TensorBoardRun(tmp_path / "tb")
+    records = run.poll()
+    assert [(r["rank"], r["step"], r["loss"]) for r in records] == [(0, 1, 1.5)]
+    assert run.poll() == []
+    assert time.monotonic() - started < 20
+    assert "not a regular file" in caplog.text and "damaged at byte 0" in caplog.text
+
+
+def test_a_file_read_in_small_windows_reads_the_same(two_ranks, monkeypatch: pytest.MonkeyPatch) -> None:
+    import monitor_cb.importers.tensorboard as tensorboard
+
+    root, _ = two_ranks
+    whole = TensorBoardRun(root).poll()
+    monkeypatch.setattr(tensorboard, "SCAN_WINDOW", 700)  # records cross every window's end
+    pieces = TensorBoardRun(root).poll()
+    assert len(pieces) == len(whole)
+    for got, want in zip(pieces, whole, strict=True):
+        assert got.keys() == want.keys()
+        assert all(got[k] == v or (v != v and got[k] != got[k]) for k, v in want.items())

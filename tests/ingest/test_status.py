@@ -78,13 +78,50 @@ def test_stall_minimum_applies_to_fast_runs(tmp_path: Path) -> None:
     assert status_at(tmp_path, 61.0)[0] == "stalled"
 
 
-def test_file_without_metadata_is_judged_by_activity(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seconds_later", [1.0, 120.0, 7200.0, 2 * 86400.0])
+def test_file_without_metadata_not_seen_growing_has_ended(tmp_path: Path, seconds_later: float) -> None:
+    # its mtime says nothing (cp sets it to now, cp -p and rsync -a keep it): never running, never stalled
     make_run(tmp_path, None)
-    assert status_at(tmp_path, 1.0)[0] == "running"
-    assert status_at(tmp_path, 120.0)[0] == "stalled"
-    assert status_at(tmp_path, 7200.0)[0] == "finished"
+    assert status_at(tmp_path, seconds_later) == ("ended", "no status recorded")
 
 
-def test_torn_file_without_metadata_is_crashed(tmp_path: Path) -> None:
-    make_run(tmp_path, None, tail=b'{"step": 21, "loss": Na')
-    assert status_at(tmp_path, 120.0)[0] == "crashed"
+def test_file_without_metadata_seen_growing_is_running_then_stalled_then_ended(tmp_path: Path) -> None:
+    run = make_run(tmp_path, None)
+    clock = [time.time()]
+    store = RunStore(tmp_path, rescan_interval_s=0, clock=lambda: clock[0])
+    assert store.run_info("r").status == "ended"
+    append(run / "metrics.jsonl", line({"step": 21, "t": time.time(), "loss": 1.0}))
+    assert store.run_info("r").status == "running"
+    grew = clock[0]
+    clock[0] = grew + 120.0
+    info = store.run_info("r")
+    status, reason = info.status, info.reason
+    assert status == "stalled" and "no status recorded" in (reason or "")
+    clock[0] = grew + 7200.0
+    assert store.run_info("r").status == "ended"
+
+
+def test_torn_file_without_metadata_is_crashed_only_when_seen_growing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, None, tail=b'{"step": 21, "loss": Na')
+    assert status_at(tmp_path, 120.0)[0] == "ended"  # nobody saw it written: no made-up crash
+    clock = [time.time()]
+    store = RunStore(tmp_path, rescan_interval_s=0, clock=lambda: clock[0])
+    store.run_info("r")
+    append(run / "metrics.jsonl", b'N, "x": 1')  # still torn, but it grew while we watched
+    store.run_info("r")
+    clock[0] += StatusPolicy().torn_grace_s + 5
+    assert store.run_info("r").status == "crashed"
+
+
+def test_span_from_relative_times_never_meets_the_clock() -> None:
+    from monitor_cb.ingest.status import run_span
+
+    now = 1.8e9
+    # t counting from 0 (LLaMA-Factory's elapsed_time): its own span, whatever the status or the clock
+    assert run_span(None, None, 0.0, 3600.0, active=True, now=now) == 3600.0
+    assert run_span(None, None, 0.0, 3600.0, active=False, now=now) == 3600.0
+    # dates: now while active, else the last record
+    assert run_span(None, None, 1.7e9, 1.7e9 + 60, active=True, now=now) == now - 1.7e9
+    assert run_span(None, None, 1.7e9, 1.7e9 + 60, active=False, now=now) == 60.0
+    assert run_span(1.7e9, 1.7e9 + 90, 1.7e9, 1.7e9 + 60, active=False, now=now) == 90.0  # metadata first
+    assert run_span(None, None, None, None, active=True, now=now) is None

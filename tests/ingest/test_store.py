@@ -119,7 +119,7 @@ def test_legacy_json_dumps_run_without_metadata(tmp_path: Path) -> None:
     append(run / "metrics.jsonl", b"".join(legacy_line(r) for r in lines))
     store = store_of(tmp_path)
     (info,) = store.list_runs()
-    assert info.status == "running" and info.meta == {}
+    assert (info.status, info.reason) == ("ended", "no status recorded") and info.meta == {}
     data = store.read("article")
     frame = data.frame
     assert list(frame["t"]) == [51.0, 52.0, 53.0] and "ts" not in frame

@@ -67,3 +67,56 @@ def test_tensorboard_steps_out_of_range_are_bad_not_merged(tmp_path: Path) -> No
     frame = store.read("tb").frame
     assert frame["step"].tolist() == [1, 2, 3, 4] and frame["loss"].max() <= 1.0, "no row overwritten"
     assert store.run_info("tb").bad_lines == 2
+
+
+def _frames_equal(a, b) -> None:
+    assert list(a.columns) == list(b.columns)
+    for column in a.columns:
+        left, right = a[column].to_numpy(), b[column].to_numpy()
+        if left.dtype.kind == "f":
+            assert np.array_equal(left, right, equal_nan=True), column
+        else:
+            assert list(left) == list(right), column
+
+
+def test_event_directory_reopens_from_the_columnar_cache(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    writers = write_run(root / "mf", ranks=(0, 1), steps=range(1, 40))
+    first = RunStore(root, rescan_interval_s=0, cache=True)
+    first.cache.min_bytes = 1  # these files are small: cache them anyway
+    (info,) = first.list_runs()
+    before = first.read(info.id).frame
+    assert first.cache.wait()  # written in the background: a refresh never waits for it
+    for rank, writer in writers.items():  # the run goes on after the first server wrote its cache
+        for step in range(40, 45):
+            mindformers_step(writer, step, loss_at(step, rank))
+        writer.sync()
+    reopened = RunStore(root, rescan_interval_s=0, cache=True)
+    (info,) = reopened.list_runs()
+    group = reopened._runs[info.id].tensorboard
+    assert group.cache_hits == 2, "both ranks start from their cache file"
+    fresh = RunStore(root, rescan_interval_s=0, cache=False)
+    fresh.list_runs()
+    _frames_equal(reopened.read(info.id).frame, fresh.read(info.id).frame)
+    assert len(reopened.read(info.id).frame) == len(before) + 10
+    assert reopened.run_info(info.id).meta["config"] == fresh.run_info(info.id).meta["config"]  # add_text kept
+    for writer in writers.values():
+        writer.close()
+
+
+def test_a_rewritten_event_file_is_not_taken_from_the_cache(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    write_run(root / "mf", ranks=(0,), steps=range(1, 30))[0].close()
+    first = RunStore(root, rescan_interval_s=0, cache=True)
+    first.cache.min_bytes = 1
+    first.list_runs()
+    assert first.cache.wait()
+    (event_file,) = (root / "mf" / "rank_0").iterdir()
+    data = bytearray(event_file.read_bytes())
+    at = data.index(b"loss\x15") + 5  # the first loss value's float32, in the middle of the file
+    data[at : at + 4] = np.float32(123.5).tobytes()
+    event_file.write_bytes(bytes(data))
+    reopened = RunStore(root, rescan_interval_s=0, cache=True)
+    (info,) = reopened.list_runs()
+    frame = reopened.read(info.id).frame
+    assert 123.5 in set(frame["loss"].tolist())

@@ -1,0 +1,255 @@
+"""Benchmark: one MindFormers TensorBoard run opened in TensorBoard and in the project, both in one run.
+
+Usage: ``.venv/bin/python bench/bench_tensorboard.py [--steps 1000000] [--data DIR] [--no-browser]``
+
+The data: ``--steps`` steps written by tensorboardX with MindFormers' tag names (``loss`` and
+``grad-norm`` every step, ``learning-rate`` every 10; ``SummaryWriter(dir, max_queue=10000)``), one
+event file (98 MB for 1M steps, about 200 s to write on this machine). ``--data DIR`` keeps it
+between runs (it is written again only when the step count differs).
+
+Printed, in one run:
+
+* in-process: ``RunStore`` listing and reading the run, cold (no cache) and cached (a second store
+  after the first wrote the columnar cache), to the frame in memory;
+* TensorBoard (``tensorboard --logdir DIR``, its Rust data server by default): from the server
+  process's start to the loss card's data arriving in a real Chromium page (``?tagFilter=loss``:
+  the loss group opens, as a user asking for it would; TensorBoard sends 1,000 samples a tag);
+* the project (``streamlit run dashboard.py -- --logdir DIR``, ``/?run=tbrun``): from the server
+  process's start to the Live page's loss chart reaching the last step, at full resolution, with
+  a cold cache and then again (a new server) with the cache the first one wrote;
+* the ratios project / TensorBoard (below 1: the project is faster);
+* with ``--jsonl``, the issue's other comparison: a run of the same steps in our own format (one
+  ``metrics.jsonl`` of 9 metrics and its metadata, as ``bench/bench_dashboard.py`` writes it) on a
+  fresh server with no cache, to its loss chart at the last step, against TensorBoard's time above;
+* the floor of both tools: the same measurements on a 1,000-step run (what starting the server and
+  the page costs whatever the data: Streamlit's server and bundles and first websocket against
+  TensorBoard's), so what the data itself adds can be told apart.
+
+The machine is shared: ``uptime``'s load is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+RUN = "tbrun"
+MARKER = ".bench-steps"  # hidden: neither TensorBoard nor discovery reads it
+
+
+# ----------------------------------------------------------------------------- the data
+def write_events(run_dir: Path, steps: int) -> float:
+    """The event file as MindFormers' tensorboardX writer leaves it; seconds it took (0: reused)."""
+    marker = run_dir / MARKER
+    if marker.exists() and marker.read_text().strip() == str(steps):
+        return 0.0
+    from tensorboardX import SummaryWriter
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    writer = SummaryWriter(str(run_dir), max_queue=10000)
+    for step in range(1, steps + 1):
+        writer.add_scalar("loss", 2.0 * math.exp(-step / steps) + 0.01 * math.sin(step), step)
+        writer.add_scalar("grad-norm", 1.0 + 0.1 * math.cos(step), step)
+        if step % 10 == 0:
+            writer.add_scalar("learning-rate", 1e-4 * (1 - step / steps), step)
+    writer.close()
+    marker.write_text(str(steps))
+    return time.perf_counter() - started
+
+
+def clear_cache(root: Path) -> None:
+    shutil.rmtree(root / ".monitor", ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- in process
+def in_process(root: Path) -> dict[str, float]:
+    from monitor_cb.ingest import RunStore
+
+    clear_cache(root)
+    started = time.perf_counter()
+    store = RunStore(root, cache=False)
+    store.list_runs()
+    frame = store.read(RUN).frame
+    cold = time.perf_counter() - started
+    rows = len(frame)
+    del store, frame
+
+    writer = RunStore(root, cache=True)  # writes the cache as it reads
+    writer.list_runs()
+    writer.cache.wait()
+    del writer
+    started = time.perf_counter()
+    store = RunStore(root, cache=True)
+    store.list_runs()
+    frame = store.read(RUN).frame
+    cached = time.perf_counter() - started
+    hits = store._runs[RUN].tensorboard.cache_hits
+    return {"cold_s": cold, "cached_s": cached, "rows": rows, "last_step": int(frame["step"].iloc[-1]), "hits": hits}
+
+
+# ----------------------------------------------------------------------------- TensorBoard
+def tensorboard_time(root: Path, steps: int, log: Path) -> float:
+    """Seconds from ``tensorboard --logdir`` starting to the loss series' last step arriving in the page."""
+    from tests.browser.harness import chromium_page, free_port, poll
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    exe = Path(sys.executable).with_name("tensorboard")
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(exe), "--logdir", str(root), "--port", str(port), "--host", "127.0.0.1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        poll(lambda: _answers(url + "/data/logdir"), 120, 0.02, "tensorboard to start")
+        arrived: list[float] = []
+        with chromium_page() as page:
+
+            def on_response(response: Any) -> None:
+                if "timeSeries" not in response.url:
+                    return
+                try:
+                    series = json.loads(response.text())
+                except Exception:  # noqa: BLE001 - another kind of response
+                    return
+                for item in series if isinstance(series, list) else []:
+                    points = (item.get("runToSeries") or {}).get(RUN) or []
+                    if item.get("tag") == "loss" and points and points[-1].get("step") == steps:
+                        arrived.append(time.monotonic())
+
+            page.on("response", on_response)
+            page.goto(f"{url}/?tagFilter=loss", wait_until="domcontentloaded")
+            deadline = time.monotonic() + 300
+            reloaded = time.monotonic()
+            while not arrived:
+                page.wait_for_timeout(50)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("TensorBoard's loss data did not arrive in 300 s")
+                if time.monotonic() - reloaded > 30:  # what a user does when the card stays empty
+                    page.reload(wait_until="domcontentloaded")
+                    reloaded = time.monotonic()
+        return arrived[0] - started
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- the project
+def project_time(root: Path, steps: int, log: Path, run: str = RUN) -> float:
+    """Seconds from ``streamlit run dashboard.py`` starting to the loss chart showing the last step."""
+    from tests.browser.harness import chart_state, chromium_page, poll, streamlit_server
+
+    started = time.monotonic()
+    with streamlit_server(root, log) as url, chromium_page() as page:
+        page.goto(f"{url}/?run={run}", wait_until="domcontentloaded")
+
+        def done() -> bool:
+            page.wait_for_timeout(20)  # lets Playwright deliver the page's events
+            return ((chart_state(page, "chart_loss_lr", "loss") or {}).get("maxX") or 0) >= steps
+
+        poll(done, 600, 0.02, "the loss chart to reach the last step")
+        took = time.monotonic() - started
+        page.screenshot(path=str(log.with_suffix(".png")))
+    return took
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+# ----------------------------------------------------------------------------- main
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1_000_000, help="steps to write (quick mode: --steps 50000)")
+    parser.add_argument("--data", type=Path, default=None, help="keep the event files here between runs")
+    parser.add_argument("--no-browser", action="store_true", help="only the in-process figures")
+    parser.add_argument("--no-floor", action="store_true", help="skip the 1,000-step run (the fixed costs)")
+    parser.add_argument("--jsonl", action="store_true", help="also a run of the same steps in our JSONL format")
+    args = parser.parse_args()
+
+    base = args.data or Path(tempfile.mkdtemp(prefix="bench_tb_"))
+    root = base / "root"
+    wrote = write_events(root / RUN, args.steps)
+    size = sum(p.stat().st_size for p in (root / RUN).iterdir() if p.name != MARKER)
+    print(f"data: {args.steps:,} steps, {size / 1e6:.0f} MB" + (f", written in {wrote:.0f} s" if wrote else ", reused"))
+    print(f"load before: {load()}")
+
+    got = in_process(root)
+    print(
+        f"in process: RunStore list+read cold {got['cold_s']:.2f} s, cached {got['cached_s']:.2f} s "
+        f"({got['rows']:,} rows, last step {got['last_step']:,}, cache hits {got['hits']})"
+    )
+    if args.no_browser:
+        return 0
+    logs = base / "logs"
+    logs.mkdir(exist_ok=True)
+    tb = tensorboard_time(root, args.steps, logs / "tensorboard.log")
+    print(f"TensorBoard: server start -> loss data in the page: {tb:.2f} s ({load()})")
+    clear_cache(root)
+    cold = project_time(root, args.steps, logs / "project-cold.log")
+    print(f"project, cold cache: server start -> loss chart at step {args.steps:,}: {cold:.2f} s ({load()})")
+    cached = project_time(root, args.steps, logs / "project-cached.log")
+    print(f"project, cached:     server start -> loss chart at step {args.steps:,}: {cached:.2f} s ({load()})")
+    print(
+        f"ratios (project / TensorBoard; below 1 is faster): cold {cold / tb:.2f}, cached {cached / tb:.2f}; "
+        f"in process cached / TensorBoard {got['cached_s'] / tb:.2f}"
+    )
+    if args.jsonl:
+        sys.path.insert(0, str(REPO / "bench"))
+        from bench_dashboard import RUN as JSONL_RUN
+        from bench_dashboard import BigRun
+
+        jsonl_root = base / "jsonl"
+        if not (jsonl_root / JSONL_RUN / "metrics.jsonl").exists():
+            BigRun(jsonl_root, args.steps)
+        clear_cache(jsonl_root)
+        own = project_time(jsonl_root, args.steps, logs / "project-jsonl.log", JSONL_RUN)
+        print(
+            f"project, JSONL run of {args.steps:,} steps, fresh server, no cache: {own:.2f} s; "
+            f"ratio to TensorBoard on the same steps {own / tb:.2f} ({load()})"
+        )
+    if not args.no_floor:
+        small = base / "small"
+        write_events(small / RUN, 1000)
+        tb_floor = tensorboard_time(small, 1000, logs / "tensorboard-small.log")
+        clear_cache(small)
+        floor = project_time(small, 1000, logs / "project-small.log")
+        print(
+            f"floor (1,000 steps): TensorBoard {tb_floor:.2f} s, project {floor:.2f} s; what the data adds: "
+            f"TensorBoard {tb - tb_floor:+.2f} s, project cold {cold - floor:+.2f} s, cached {cached - floor:+.2f} s "
+            f"({load()})"
+        )
+    print(f"screenshots and server logs: {logs}")
+    if args.data is None:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("MONITOR_LOGDIR", None)
+    sys.exit(main())
