@@ -19,7 +19,6 @@ from typing import Any
 from monitor_cb.notify.alert import SEVERITIES, Alert, severity_rank
 from monitor_cb.notify.channels import (
     CHANNEL_TYPES,
-    DEFAULT_TIMEOUT,
     Channel,
     CommandChannel,
     DingTalkChannel,
@@ -30,6 +29,7 @@ from monitor_cb.notify.channels import (
     WeComChannel,
 )
 from monitor_cb.notify.masking import Secret
+from monitor_cb.notify.transport import DEFAULT_TIMEOUT
 from monitor_cb.notify.trust import (
     ENV_CONFIG,
     UntrustedSettingsError,

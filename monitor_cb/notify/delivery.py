@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor_cb.notify.alert import Alert
-from monitor_cb.notify.channels import Channel, DeliveryError
+from monitor_cb.notify.channels import Channel
 from monitor_cb.notify.config import NotifyConfig, Route
 from monitor_cb.notify.masking import redact
+from monitor_cb.notify.transport import DeliveryError
 
 log = logging.getLogger("monitor_cb.notify")
 

@@ -18,18 +18,17 @@ import pytest
 from monitor_cb.notify.alert import Alert
 from monitor_cb.notify.channels import (
     CommandChannel,
-    DeliveryError,
     DingTalkChannel,
     EmailChannel,
     FeishuChannel,
     SlackChannel,
     WebhookChannel,
     WeComChannel,
-    dingtalk_sign,
-    feishu_sign,
 )
 from monitor_cb.notify.delivery import deliver
+from monitor_cb.notify.formats import dingtalk_sign, feishu_sign
 from monitor_cb.notify.masking import Secret
+from monitor_cb.notify.transport import DeliveryError
 
 NASTY = 'exp "7"\n<script>alert(1)</script> *bold* _it_ [x](http://e.vil) <!channel> <at user_id="all"></at> & `c`'
 FIXED_NOW = 1_764_698_400.0
