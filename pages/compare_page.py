@@ -5,7 +5,7 @@ interval -> ``controls()`` reads metric, alignment, smoothing and mode -> a frag
 (``st.fragment(run_every=...)``, only while a picked run is still training) re-reads the runs and
 draws charts and summary -> the config diff and the downloads (CSV, Parquet, HTML report).
 
-The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay&group=lr``. A
+The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay&group=lr&sharex=1``. A
 legend click hides a run in every chart; a drag in a chart (or the x-range slider) sets one x range
 that every chart shows. A run keeps its colour while runs are added and removed (``cmp_colors`` in
 the session), in the HTML report too. Group by a config key: per value the mean line and the min-max
@@ -23,7 +23,8 @@ from typing import Any
 import streamlit as st
 
 from monitor_cb.charts.overlay import hidden_runs
-from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
+from monitor_cb.charts.side import shared_x_blanks
+from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
 from monitor_cb.compare.rundata import RunData, metric_options
 from monitor_cb.compare.summary import default_eval_metric
@@ -66,6 +67,9 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
 K_CACHE = "cmp_view_cache"
 K_COLORS, K_GROUP, K_SHARED_Y = "cmp_colors", "cmp_group", "cmp_shared_y"
 K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last wrote into the URL
+# Shared x (side by side): the toggle, the user's explicit choice (absent = automatic), the x the panels last got.
+K_SHARED_X, K_SHARED_X_CHOICE, K_SIDE_X = "cmp_shared_x", "cmp_shared_x_choice", "cmp_side_shared_x"
+Q_SHARED_X = "sharex"
 NO_GROUP = "(none)"
 EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
@@ -157,10 +161,15 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
     mode = c3.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
     # Toggles get columns wide enough for their whole label ("Log y" once read "Lo…").
-    c4, c5, c6, c7 = st.columns([4, 2, 2, 3], vertical_alignment="bottom")
+    c4, c5, c6, c6x, c7 = st.columns([4, 2, 2, 2, 3], vertical_alignment="bottom")
     smoothing = c4.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
-    shared_y = c6.toggle("Shared y", key=K_SHARED_Y, help="Side by side: one y range per metric for every run.")
+    shared_y = c6.toggle(
+        "Shared y",
+        key=K_SHARED_Y,
+        help="Side by side: one y range per metric for every run, for the metrics where no run's curve is flattened.",
+    )
+    shared_x = _shared_x_toggle(c6x, data, alignment or DEFAULT_ALIGNMENT, side=mode == "side")
     group = c7.selectbox(
         "Group by",
         [NO_GROUP, *keys],
@@ -212,8 +221,41 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         hidden=frozenset(st.session_state.get(K_HIDDEN, ())),
         group_by=group_by,
         shared_y=bool(shared_y),
+        shared_x=shared_x,
     )
     return settings, mode == "side", eval_metric
+
+
+def _shared_x_toggle(column: Any, data: Sequence[RunData], alignment: str, *, side: bool) -> bool | None:
+    """Side by side: one x range for every panel. Until the user flips it, it follows the data: off when
+    the runs' x ranges differ so much that one range would leave a run's curve in a sliver of its panel.
+    Returns the user's choice, or None for automatic."""
+    state = st.session_state
+    if K_SHARED_X_CHOICE not in state and st.query_params.get(Q_SHARED_X) in ("0", "1"):
+        state[K_SHARED_X_CHOICE] = st.query_params.get(Q_SHARED_X) == "1"
+    choice = state.get(K_SHARED_X_CHOICE)
+    if choice is None:
+        state[K_SHARED_X] = not (side and shared_x_blanks(align_runs(data, alignment)))
+    else:
+        state[K_SHARED_X] = bool(choice)
+    column.toggle(
+        "Shared x",
+        key=K_SHARED_X,
+        disabled=not side,
+        on_change=_shared_x_flipped,
+        help="Side by side: every panel on one x range. Off by default when the runs' x ranges differ so much "
+        "that some panels would look empty.",
+    )
+    if choice is None:
+        if Q_SHARED_X in st.query_params:
+            del st.query_params[Q_SHARED_X]
+    else:
+        _set_query(Q_SHARED_X, "1" if choice else "0")
+    return choice
+
+
+def _shared_x_flipped() -> None:
+    st.session_state[K_SHARED_X_CHOICE] = bool(st.session_state[K_SHARED_X])
 
 
 def _init_from_query(metrics: list[str], keys: list[str]) -> None:
@@ -267,7 +309,9 @@ def _charts_body(
     if event_waiting(EVENTS_KEY):
         st.rerun(scope="app")  # a drag or legend click came during this refresh: the page applies it
     result = _cached_view(data, settings, side_by_side, eval_metric)
-    range_control(result)
+    st.session_state[K_SIDE_X] = result.side_shared_x if side_by_side else None
+    if not side_by_side or result.side_shared_x:
+        range_control(result)
     show_charts(result, data, settings, side_by_side)
     st.subheader("Summary")
     show_summary(result)
@@ -314,7 +358,10 @@ def _apply_events(data: Sequence[RunData]) -> bool:
         if hidden != sorted(st.session_state.get(K_HIDDEN, [])):
             st.session_state[K_HIDDEN] = hidden
             changed = True
-    if isinstance(zoom, Mapping) and str(zoom.get("chart", "")).startswith(CHART_PREFIX):
+    # A drag in a side panel whose x is its own zooms that panel only (plotly does it in the browser).
+    own_x = str(zoom.get("chart", "")).startswith(SIDE_PREFIX) if isinstance(zoom, Mapping) else False
+    own_x = own_x and st.session_state.get(K_SIDE_X) is False
+    if isinstance(zoom, Mapping) and str(zoom.get("chart", "")).startswith(CHART_PREFIX) and not own_x:
         new = _event_range(zoom)
         if new != st.session_state.get(K_RANGE):
             st.session_state[K_RANGE] = new
@@ -410,6 +457,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         st.info("Choose at least one metric above.")
         return
     if side_by_side:
+        side_notes(result, settings)
         show_side_by_side(result, data)
         return
     for i, (metric, fig) in enumerate(result.figures.items()):
@@ -417,6 +465,21 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
             st.info(f"None of the picked runs logged `{escape_code(metric)}`.")
             continue
         st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+
+
+def side_notes(result: CompareView, settings: CompareSettings) -> None:
+    """Say which axes the panels do not share, and why, so a panel's own scale is never a surprise."""
+    notes = []
+    if not result.side_shared_x and settings.shared_x is None:
+        notes.append(
+            f"Each panel has its own x range: the runs' {result.aligned.title} ranges differ too much to share one "
+            "(turn on Shared x to link them)."
+        )
+    if result.side_unshared_y:
+        names = ", ".join(f"`{escape_code(m)}`" for m in result.side_unshared_y)
+        notes.append(f"Shared y left off for {names}: one run's values would flatten the others' curves.")
+    for note in notes:
+        st.caption(note)
 
 
 def show_side_by_side(result: CompareView, data: Sequence[RunData]) -> None:

@@ -1,0 +1,31 @@
+"""Side by side with real runs whose step ranges and losses differ wildly (issue 26, item 1): no empty panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.helpers import assert_ok, charts, run_entry, texts
+from tests.app.real_root import real_runs_root
+
+ENTRY = str(Path(__file__).with_name("compare_app.py"))
+ISSUE_RUNS = ["mask2former_mgm", "nyu_ssod_d2", "ddpg_pilot", "qwen25_medical", "echarts_tb"]
+
+
+def test_real_runs_side_by_side_each_panel_its_own_x_and_the_user_can_link_them(log_root: Path) -> None:
+    real_runs_root(log_root, ISSUE_RUNS)
+    at = run_entry(ENTRY, {"runs": ISSUE_RUNS, "metric": ["loss"], "mode": "side"})
+    assert_ok(at)
+    figs = charts(at)
+    assert len(figs) == 5
+    assert all(not f["layout"]["xaxis"].get("range") for f in figs), "each panel autoranges on its own run"
+    assert all(not f["layout"]["yaxis"].get("range") for f in figs), "ddpg_pilot's 1e4 loss would flatten the rest"
+    shown = texts(at)
+    assert "Each panel has its own x range" in shown and "Shared y left off for `loss`" in shown
+    assert at.toggle(key="cmp_shared_x").value is False
+    assert not any(s.key and s.key.startswith("cmp_range_slider") for s in at.slider), "no shared range to slide"
+    at.toggle(key="cmp_shared_x").set_value(True).run()
+    assert_ok(at)
+    ranges = {tuple(f["layout"]["xaxis"]["range"]) for f in charts(at)}
+    assert ranges == {(0, 4_668_000)}, "linked on request: the union of the runs' steps"
+    assert at.query_params["sharex"] in ("1", ["1"])
+    assert "Each panel has its own x range" not in texts(at)
