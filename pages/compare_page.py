@@ -462,9 +462,20 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         return
     for i, (metric, fig) in enumerate(result.figures.items()):
         if not fig.data:
-            st.info(f"None of the picked runs logged `{escape_code(metric)}`.")
+            st.info(empty_chart_note(metric, data, result, settings))
             continue
         st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+
+
+def empty_chart_note(metric: str, data: Sequence[RunData], result: CompareView, settings: CompareSettings) -> str:
+    """Why a metric's chart is empty: nobody logged it, or the runs that did cannot be aligned (or are hidden)."""
+    name = f"`{escape_code(metric)}`"
+    logged = [d for d in data if metric in d.frame.columns]
+    if not logged:
+        return f"None of the picked runs logged {name}."
+    if all(d.id in result.aligned.skipped for d in logged):
+        return f"The runs that logged {name} cannot be aligned by {ALIGNMENTS[settings.alignment]} (see above)."
+    return f"No drawable {name} in the runs shown (hidden with a legend click, or only empty values)."
 
 
 def side_notes(result: CompareView, settings: CompareSettings) -> None:

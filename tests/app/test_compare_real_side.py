@@ -29,3 +29,18 @@ def test_real_runs_side_by_side_each_panel_its_own_x_and_the_user_can_link_them(
     assert ranges == {(0, 4_668_000)}, "linked on request: the union of the runs' steps"
     assert at.query_params["sharex"] in ("1", ["1"])
     assert "Each panel has its own x range" not in texts(at)
+
+
+def test_runs_that_cannot_be_aligned_are_not_said_to_lack_the_metric(log_root: Path) -> None:
+    real_runs_root(log_root, ISSUE_RUNS)
+    at = run_entry(ENTRY, {"runs": ISSUE_RUNS, "metric": ["loss"], "align": "samples"})
+    assert_ok(at)
+    warnings = [w.value for w in at.warning]
+    assert any("cannot be aligned by samples seen" in w for w in warnings)
+    infos = [i.value for i in at.info]
+    assert "The runs that logged `loss` cannot be aligned by samples seen (see above)." in infos
+    assert not any("None of the picked runs logged" in i for i in infos), "they all logged loss"
+    at.multiselect(key="cmp_metrics").set_value(["loss", "eval_loss"]).run()
+    assert_ok(at)
+    infos = [i.value for i in at.info]
+    assert "The runs that logged `eval_loss` cannot be aligned by samples seen (see above)." in infos
