@@ -44,3 +44,13 @@ def test_runs_that_cannot_be_aligned_are_not_said_to_lack_the_metric(log_root: P
     assert_ok(at)
     infos = [i.value for i in at.info]
     assert "The runs that logged `eval_loss` cannot be aligned by samples seen (see above)." in infos
+
+
+def test_the_summary_of_real_runs_says_not_logged_not_nan(log_root: Path) -> None:
+    real_runs_root(log_root, ISSUE_RUNS)
+    at = run_entry(ENTRY, {"runs": ISSUE_RUNS, "metric": ["loss"]})
+    assert_ok(at)
+    summary = at.dataframe[0].value.set_index("run")
+    assert not (summary == "NaN").any().any(), "none of these runs logged a NaN"
+    assert set(summary["mean throughput"]) == {"–"} and set(summary["max grad norm"]) == {"–"}
+    assert summary.loc["qwen25_medical", "best eval value"] != "–"

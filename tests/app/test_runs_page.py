@@ -216,3 +216,18 @@ def test_config_values_that_are_lists_dicts_and_nan(log_root: Path) -> None:
     at.text_input(key="runs_expr").set_value("").run()
     assert_ok(at)
     assert any(f["data"][0]["type"] == "parcoords" for f in charts(at)), "list values are categorical axes"
+
+
+def test_grouped_table_shows_a_dash_for_not_logged_and_nan_only_for_a_logged_nan(sweep: Path) -> None:
+    writer = MetricsWriter(sweep / "no-eval", rank=0, world_size=1, fsync_interval=0, config={"lr": 0.05})
+    for step in range(1, 31):
+        writer.log_at(1_700_000_000.0 + step, step=step, loss=1.0 / step, lr=0.05)
+    writer.close("finished")
+    at = run_app()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    assert_ok(at)
+    groups = at.dataframe[1].value.set_index("lr")
+    assert groups.loc["0.05", "eval_loss.last mean"] == "–", "no run of the group logged eval_loss"
+    assert groups.loc["0.05", "loss.last mean"] not in ("–", "NaN")
+    assert groups.loc["0.01", "loss.last mean"] == "NaN", "its only run logged a NaN loss last"
+    assert "NaN" not in set(groups.loc["0.001"]), "a healthy group has no NaN anywhere"
