@@ -448,11 +448,13 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
     """Overlay: one chart per metric. Side by side: each run's panels in its own column."""
     by_id = {d.id: d for d in data}
     if result.aligned.skipped:
-        names = ", ".join(f"`{escape_code(by_id[s].label)}`" for s in result.aligned.skipped if s in by_id)
-        st.warning(
-            f"Not drawn: {names} cannot be aligned by {ALIGNMENTS[settings.alignment]} "
-            "(no samples count nor batch size, or no timestamps)."
-        )
+        by_reason: dict[str, list[str]] = {}
+        for run_id in result.aligned.skipped:
+            if run_id in by_id:
+                reason = result.aligned.why.get(run_id, "it lacks what this alignment needs")
+                by_reason.setdefault(reason, []).append(f"`{escape_code(by_id[run_id].label)}`")
+        lines = [f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+        st.warning(f"Not drawn when aligned by {ALIGNMENTS[settings.alignment]}:  \n" + "  \n".join(lines))
     if not settings.metrics:
         st.info("Choose at least one metric above.")
         return

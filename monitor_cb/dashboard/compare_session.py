@@ -186,7 +186,8 @@ def report_html(
     if settings.group_by:
         notes.append(f"Grouped by {settings.group_by}: per value the mean line and the min-max band of its runs.")
     if view.aligned.skipped:
-        notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {', '.join(view.aligned.skipped)}")
+        reasons = "; ".join(f"{rid} ({view.aligned.why.get(rid, 'cannot be aligned')})" for rid in view.aligned.skipped)
+        notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {reasons}")
     title = f"Comparison of {len(runs)} runs"
     return build_report(
         title,

@@ -36,7 +36,7 @@ def test_runs_that_cannot_be_aligned_are_not_said_to_lack_the_metric(log_root: P
     at = run_entry(ENTRY, {"runs": ISSUE_RUNS, "metric": ["loss"], "align": "samples"})
     assert_ok(at)
     warnings = [w.value for w in at.warning]
-    assert any("cannot be aligned by samples seen" in w for w in warnings)
+    assert any("Not drawn when aligned by samples seen" in w and "no batch size" in w for w in warnings)
     infos = [i.value for i in at.info]
     assert "The runs that logged `loss` cannot be aligned by samples seen (see above)." in infos
     assert not any("None of the picked runs logged" in i for i in infos), "they all logged loss"
@@ -54,3 +54,19 @@ def test_the_summary_of_real_runs_says_not_logged_not_nan(log_root: Path) -> Non
     assert not (summary == "NaN").any().any(), "none of these runs logged a NaN"
     assert set(summary["mean throughput"]) == {"–"} and set(summary["max grad norm"]) == {"–"}
     assert summary.loc["qwen25_medical", "best eval value"] != "–"
+
+
+def test_wall_time_leaves_out_a_run_whose_t_counts_from_zero_and_says_so(log_root: Path) -> None:
+    real_runs_root(log_root, ["mask2former_mgm", "qwen25_medical"])  # qwen25_medical: t is elapsed seconds
+    at = run_entry(ENTRY, {"runs": ["mask2former_mgm", "qwen25_medical"], "metric": ["loss"], "align": "wall"})
+    assert_ok(at)
+    warning = " ".join(w.value for w in at.warning)
+    assert "`qwen25_medical`: its t counts seconds from the run's start, not dates" in warning
+    fig = charts(at)[0]
+    drawn = {t.get("legendgroup") for t in fig["data"]}
+    assert drawn == {"mask2former_mgm"}, "the relative-t run is left out of the wall-time chart"
+    years = {str(x)[:4] for t in fig["data"] for x in t["x"]}
+    assert years == {"2025"}, "no point in 1970"
+    at.radio(key="cmp_align").set_value("relative").run()
+    assert_ok(at)
+    assert {t.get("legendgroup") for t in charts(at)[0]["data"]} == {"mask2former_mgm", "qwen25_medical"}
