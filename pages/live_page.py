@@ -45,6 +45,16 @@ ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
 X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
+# The charts' names on their pills (the chart's own title is on the chart)
+PANEL_SHORT = {
+    "loss_lr": "Loss & LR",
+    "speed_grad": "Throughput & grad norm",
+    "eval": "Eval",
+    "components": "Loss parts",
+    "timing": "Step time",
+    "memory": "Memory",
+    "custom": "Custom",
+}
 
 
 def live_page() -> None:
@@ -146,12 +156,26 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in PANELS}
 
-    c1, c2, c3, c4 = st.columns([3, 2, 1.5, 3.5], vertical_alignment="bottom")  # room for "Log y"
-    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
+    # The chart picker on its own row, as pills with short names: every chart is in sight, on or off
+    # (a multiselect's chips were cut, so you could not tell which charts were on).
+    st.session_state.setdefault("panels", list(DEFAULT_PANELS))
+    shown = st.pills(
+        "Charts",
+        list(panel_titles),
+        selection_mode="multi",
+        format_func=lambda key: PANEL_SHORT.get(key, panel_titles.get(key, key)),
+        key="panels",
+        help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
+    )
+    c2, c3, c1, c5 = st.columns([2.2, 1.3, 4, 1.5], vertical_alignment="bottom")  # room for "Log y"
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
-    shown = c4.multiselect(
-        "Charts", list(panel_titles), default=list(DEFAULT_PANELS), format_func=panel_titles.get, key="panels"
+    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
+    c5.button(
+        "Reset zoom",
+        on_click=_reset_zoom,
+        key="reset_zoom",
+        help="Drag in a chart to zoom (kept while new points arrive); double-click a chart or press this to reset.",
     )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
@@ -173,7 +197,8 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         thresholds, bad = parse_thresholds(text)
         if bad:
             st.warning("Not understood: " + ", ".join(f"`{escape_code(b)}`" for b in bad))
-    zoom_controls(frame)
+        zoom_inputs()
+    zoom_line()
     return ChartSettings(
         panels=tuple(shown),
         x=x or "step",
@@ -186,20 +211,21 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     )
 
 
-def zoom_controls(frame: pd.DataFrame | None) -> None:
-    """Step range inputs (the zoom): a drag in a chart fills them, a double-click or Reset clears them."""
+def zoom_inputs() -> None:
+    """Step range inputs (the zoom), in the controls' expander: a drag in a chart fills them."""
     st.session_state.setdefault(ZOOM_LO, None)
     st.session_state.setdefault(ZOOM_HI, None)
-    z1, z2, z3, z4 = st.columns([2, 2, 1.3, 4.7], vertical_alignment="bottom")
+    z1, z2 = st.columns(2)
     z1.number_input("From step", min_value=0, step=1, key=ZOOM_LO, placeholder="first")
     z2.number_input("To step", min_value=0, step=1, key=ZOOM_HI, placeholder="latest (follow)")
-    z3.button("Reset zoom", on_click=_reset_zoom, key="reset_zoom")
-    if st.session_state[ZOOM_LO] is not None or st.session_state[ZOOM_HI] is not None:
-        z4.caption(
-            "Zoomed: that step range is re-read at full resolution. Drag in a chart to zoom, double-click to reset."
-        )
-    else:
-        z4.caption("Drag in a chart to zoom (kept while new points arrive); double-click to reset.")
+
+
+def zoom_line() -> None:
+    """When zoomed, one line above the charts that says so (Reset zoom is in the controls' row)."""
+    lo, hi = st.session_state.get(ZOOM_LO), st.session_state.get(ZOOM_HI)
+    if lo is not None or hi is not None:
+        shown = f"steps {'first' if lo is None else f'{lo:,}'} to {'latest' if hi is None else f'{hi:,}'}"
+        st.caption(f"Zoomed to {shown}, re-read at full resolution; double-click a chart or Reset zoom to see it all.")
 
 
 def _first(options: list[str], wanted: str) -> list[str]:
@@ -285,7 +311,8 @@ def _live_body(
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run))
     _findings.sidebar_badge(findings, where)
-    _findings.toast_new(run.id, findings)
+    # one toast at a time (a summary when several are new), never a stack over the controls
+    _findings.toast_new(run.id, findings, max_toasts=1, quiet_first=True)
     others = other_rank_cells(store, run.id, data)
     request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id))
     live = process(run, data, request, time.time(), shared)
@@ -340,9 +367,13 @@ def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetim
 
 
 def show(data: LiveData) -> None:
-    """Draw the KPI row, the banners and the charts."""
+    """Draw the KPI row, one line about the findings, the charts, then the findings one line each.
+
+    The charts come before the findings' text so they start within the first screen; a NaN is said
+    once (by its finding when the diagnosis has one, else by the banner).
+    """
     show_kpis(data.kpis, data.run)
-    _findings.alert_panel(data.findings)
+    _findings.headline(data.findings)
     note = bad_lines_note(getattr(data.run, "bad_lines", 0), getattr(data.run, "partial_lines", 0))
     if note:
         st.warning(f"In this run's files: {note}.", icon=":material/warning:")
@@ -350,7 +381,7 @@ def show(data: LiveData) -> None:
         reason = str(data.run.reason)
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "
         st.error(f"Run {prefix}{_shared.md(reason)}")
-    if data.banner:
+    if data.banner and not any(f.kind == "nan" for f in data.findings):
         st.error(data.banner, icon=":material/error:")
     if data.empty:
         st.info(
@@ -360,9 +391,11 @@ def show(data: LiveData) -> None:
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
+        _findings.findings_list(data.findings)
         return
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
+    _findings.findings_list(data.findings)
 
 
 def show_kpis(k: Kpis, run: Any) -> None:

@@ -1,0 +1,68 @@
+"""The live page puts its charts first (issue 26, item 7): one line about the findings above the charts, the
+findings one line each below them, a NaN said once, toasts only for findings that appear while watching."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+from tests.app.conftest import DASHBOARD, write_run
+from tests.app.helpers import assert_ok, charts, run_entry, texts
+
+TIMEOUT = 60
+
+
+def run_app(query: dict[str, Any] | None = None) -> AppTest:
+    return run_entry(DASHBOARD, query, TIMEOUT)
+
+
+def test_a_nan_is_said_once_in_one_line_and_opens_to_its_advice(log_root: Path) -> None:
+    write_run(log_root, "diverged", steps=150, nan_from=120, close="failed")
+    at = run_app()
+    assert_ok(at)
+    assert charts(at), "the charts are drawn"
+    shown = texts(at)
+    assert "loss became NaN/Inf" not in shown, "no second box for the NaN its finding already reports"
+    nan_mentions = [str(e.value) for e in at.error if "NaN" in str(e.value)]
+    assert len(nan_mentions) == 1 and "Training diverged" in nan_mentions[0], nan_mentions
+    headline = [str(c.value) for c in at.caption if "details below the charts" in str(c.value)]
+    assert len(headline) == 1 and "1 error" in headline[0] and "nan · step 120" in headline[0]
+    labels = [e.label for e in at.expander]
+    assert any(label.startswith("nan · step 120 — loss became NaN at step 120") for label in labels), labels
+    assert not at.toast, "a finding there already when the page opens is on the page, not toasted"
+
+
+def test_a_finding_that_appears_while_watching_is_toasted_once(log_root: Path) -> None:
+    writer = write_run(log_root, "live", steps=150, close=None)
+    at = run_app()
+    assert_ok(at)
+    assert not at.toast
+    start = time.time()
+    for step in range(151, 171):
+        writer.log_at(start + step * 0.01, step=step, loss=math.nan, lr=1e-3, throughput=800.0, grad_norm=1.0)
+    assert writer.flush(5.0)
+    deadline = time.monotonic() + 30
+    while not at.toast and time.monotonic() < deadline:  # the findings are computed in the background
+        at.run()
+    assert_ok(at)
+    toasts = [str(t.value) for t in at.toast]
+    assert len(toasts) == 1 and toasts[0].startswith("nan at step 151"), toasts
+    at.run()
+    assert not at.toast, "toasted once"
+    writer.close("failed")
+
+
+def test_the_chart_picker_shows_every_chart_on_or_off(log_root: Path) -> None:
+    write_run(log_root, "exp", steps=100)
+    at = run_app()
+    assert_ok(at)
+    pills = at.button_group(key="panels")
+    assert pills.value == ["loss_lr", "speed_grad", "eval"]
+    assert len(pills.options) == 7, "every chart is offered as a pill"
+    pills.set_value(["loss_lr"]).run()
+    assert_ok(at)
+    assert len(charts(at)) == 1

@@ -1,0 +1,63 @@
+"""The live page's layout in a real headless Chromium at 1280, 1440 and 1920 px (issue 26, items 7 and 8):
+the first chart starts within the first screen even with a NaN finding, every chart pill is in sight,
+the eight tiles make even rows, and a page opened on an old finding pops no toast.
+Screenshots go to ``tests/browser/screenshots/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app.conftest import write_run
+from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SHOTS = Path(__file__).parent / "screenshots"
+HEIGHT = 900
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _need_browser() -> None:
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("live-layout")
+    root = tmp / "logs"
+    write_run(root, "diverged", steps=400, nan_from=218, close="failed", total_steps=2000)
+    with streamlit_server(root, tmp / "streamlit.log") as url:
+        yield url
+
+
+def boxes(page: Any, selector: str) -> list[dict[str, float]]:
+    return [b for b in (el.bounding_box() for el in page.locator(selector).all()) if b]
+
+
+@pytest.mark.parametrize("width", [1280, 1440, 1920])
+def test_charts_first_pills_whole_tiles_even_no_old_toast(server: str, width: int) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    with chromium_page(width, HEIGHT) as page:
+        page.goto(f"{server}/?run=diverged", wait_until="domcontentloaded")
+        poll(lambda: page.locator(".st-key-chart_loss_lr .js-plotly-plot").count() > 0, 60, what="the loss chart")
+        poll(lambda: page.get_by_text("details below the charts").count() > 0, 60, what="the findings line")
+        page.screenshot(path=str(SHOTS / f"live-layout-{width}.png"))
+        chart = page.locator(".st-key-chart_loss_lr").bounding_box()
+        assert chart["y"] < 0.7 * HEIGHT, f"the first chart starts at {chart['y']:.0f} px"
+        pills = [b for b in boxes(page, ".st-key-panels button") if b["height"] > 20]  # not the help icon
+        assert len(pills) == 7
+        main = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+        assert all(b["x"] + b["width"] <= main["x"] + main["width"] + 1 and b["width"] > 40 for b in pills)
+        tops: dict[int, int] = {}
+        for b in boxes(page, '.st-key-kpi_tiles [data-testid="stMetric"]'):
+            tops[round(b["y"])] = tops.get(round(b["y"]), 0) + 1
+        assert sorted(tops.values()) in ([4, 4], [8]), f"tile rows {tops}"
+        assert page.locator('[data-testid="stToast"]').count() == 0, "the finding was there when the page opened"
+        findings = page.get_by_text("nan · step 218 — loss became NaN at step 218").last.bounding_box()
+        assert findings["y"] > chart["y"], "the findings' list is below the charts"
