@@ -157,11 +157,21 @@ def sidebar(root: Path, runs: list[Any]) -> Selection:
     return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)
 
 
-def run_summary(run: Any) -> str:
-    """One Markdown line about the selected run (its text escaped); the live page's fragment draws it."""
-    steps = f"steps {_count(run.first_step)}–{_count(run.last_step)}" if run.last_step is not None else "no steps yet"
+def run_summary(run: Any, frame: Any = None) -> str:
+    """One Markdown line about the selected run (its text escaped); the live page's fragment draws it.
+
+    ``frame``: the rows the tiles were drawn from (read after the listing): its last step and row count
+    win when newer, so the sidebar never lags the tiles.
+    """
+    first, last, records = run.first_step, run.last_step, run.n_records
+    if frame is not None and len(frame) and "step" in frame.columns:
+        steps_read = frame["step"]
+        last = int(steps_read.max()) if last is None else max(int(last), int(steps_read.max()))
+        first = int(steps_read.min()) if first is None else min(int(first), int(steps_read.min()))
+        records = max(int(records or 0), len(frame))
+    steps = f"steps {_count(first)}–{_count(last)}" if last is not None else "no steps yet"
     ranks = f" · {len(run.ranks)} ranks" if len(getattr(run, "ranks", ()) or ()) > 1 else ""
-    return f"{md(run.name)} · {md(run.status)} · {steps} · {run.n_records:,} records{ranks}"
+    return f"{md(run.name)} · {md(run.status)} · {steps} · {records:,} records{ranks}"
 
 
 def _count(n: int | None) -> str:

@@ -44,7 +44,7 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
-X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
+X_LABELS = {"step": "step", "time": "wall time (UTC)", "elapsed_min": "relative time (min)", "samples": "samples"}
 # The charts' names on their pills (the chart's own title is on the chart)
 PANEL_SHORT = {
     "loss_lr": "Loss & LR",
@@ -309,7 +309,7 @@ def _live_body(
     root = _shared.log_root()
     findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
     where = about_run if about_run is not None else st.sidebar
-    where.caption(_shared.run_summary(run))
+    where.caption(_shared.run_summary(run, data.frame))
     _findings.sidebar_badge(findings, where)
     # one toast at a time (a summary when several are new), never a stack over the controls
     _findings.toast_new(run.id, findings, max_toasts=1, quiet_first=True)

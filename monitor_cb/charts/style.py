@@ -53,7 +53,13 @@ def apply_layout(fig: go.Figure, xa: XAxis, options: ChartOptions, labels: Label
 
 def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> dict[str, Any]:
     """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
-    xaxis: dict[str, Any] = {"title": {"text": escape_html(xa.title)}, "type": "date" if xa.is_datetime else "linear"}
+    # automargin: the margins grow to hold the tick labels, so a title never sits on them (a y title on
+    # "1e12" ticks, rotated step ticks on the "step" title of a narrow side-by-side panel)
+    xaxis: dict[str, Any] = {
+        "title": {"text": escape_html(xa.title)},
+        "type": "date" if xa.is_datetime else "linear",
+        "automargin": True,
+    }
     if not xa.is_datetime:
         xaxis["tickformat"] = ","  # step 999,955, not plotly's "0.999955M"
     if options.x_range is not None:
@@ -79,6 +85,7 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             "title": {"text": escape_html(labels.y)},
             "type": "log" if options.log_y else "linear",
             "exponentformat": "power",
+            "automargin": True,
         },
     }
     if y2_title is not None:
@@ -87,6 +94,7 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             "type": "log" if log_y2 else "linear",
             "overlaying": "y",
             "side": "right",
+            "automargin": True,
             # plotly.js 3 syncs an overlaying axis' ticks to the left grid, giving values like 0.000886
             "tickmode": "auto",
             "showgrid": False,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 ALIGNMENTS: dict[str, str] = {
     "step": "step",
     "samples": "samples seen",
-    "wall": "wall time",
+    "wall": "wall time (UTC)",
     "relative": "time since start",
 }
 DEFAULT_ALIGNMENT = "step"

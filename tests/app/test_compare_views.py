@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.compare.colordiff import ciede2000, hex_to_lab
-from tests.app.helpers import assert_ok, charts, run_entry
+from tests.app.helpers import assert_ok, charts, run_entry, values
 from tests.compare.runs_helpers import write_sweep_run
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
@@ -111,3 +111,21 @@ def test_a_link_with_other_runs_replaces_the_sessions_choice(sweep: list[str]) -
     assert_ok(at)
     assert at.sidebar.multiselect(key="cmp_runs").value == [sweep[5], sweep[7]]
     assert at.selectbox(key="cmp_group").value == "lr"
+
+
+def test_the_group_mean_is_dotted_where_a_member_run_has_ended(log_root: Path) -> None:
+    write_sweep_run(log_root, "short-s0", lr=1e-3, seed=0, steps=40, t0=1_700_000_000.0)
+    write_sweep_run(log_root, "long-s1", lr=1e-3, seed=1, steps=80, t0=1_700_000_100.0)
+    write_sweep_run(log_root, "other", lr=1e-2, seed=0, steps=80, t0=1_700_000_200.0)
+    at = run_app({"runs": ["short-s0", "long-s1", "other"], "metric": ["loss"], "group": "lr"})
+    assert_ok(at)
+    fig = charts(at)[0]
+    solid = next(t for t in fig["data"] if t.get("name") == "lr=0.001 (2 runs)")
+    dotted = next(t for t in fig["data"] if t.get("name") == "lr=0.001 (2 runs) (fewer runs)")
+    assert dotted["line"]["dash"] == "dot"
+    solid_x = [x for x, y in zip(values(solid["x"]), values(solid["y"]), strict=True) if y == y]
+    dotted_x = [x for x, y in zip(values(dotted["x"]), values(dotted["y"]), strict=True) if y == y]
+    assert max(solid_x) == 40, "solid while both seeds are there"
+    assert min(dotted_x) == 40 and max(dotted_x) == 80, "dotted from where the short seed ended"
+    assert "of 2 runs" in solid["hovertemplate"]
+    assert not any(str(t.get("name", "")).startswith("lr=0.01 ") and "fewer" in str(t.get("name")) for t in fig["data"])

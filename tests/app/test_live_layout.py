@@ -66,3 +66,29 @@ def test_the_chart_picker_shows_every_chart_on_or_off(log_root: Path) -> None:
     pills.set_value(["loss_lr"]).run()
     assert_ok(at)
     assert len(charts(at)) == 1
+
+
+def test_the_sidebar_step_count_matches_the_tiles_after_new_records(log_root: Path) -> None:
+    writer = write_run(log_root, "live", steps=200, close=None)
+    at = run_app()
+    assert_ok(at)
+    start = time.time()
+    for step in range(201, 251):
+        writer.log_at(start + step * 0.01, step=step, loss=1.0, lr=1e-3, throughput=800.0, grad_norm=1.0)
+    assert writer.flush(5.0)
+    at.run()  # within the listing's 1 s reuse: the listing may still say 200
+    assert_ok(at)
+    tiles = {m.label: m.value for m in at.metric}
+    step_tile = next(v for k, v in tiles.items() if k.startswith("Step"))
+    summary = next(str(c.value) for c in at.sidebar.caption if "records" in str(c.value))
+    assert f"steps 1–{step_tile}" in summary, (summary, step_tile)
+    writer.close("finished")
+
+
+def test_wall_time_says_utc(log_root: Path) -> None:
+    write_run(log_root, "exp", steps=50)
+    at = run_app()
+    assert "wall time (UTC)" in at.selectbox(key="x_axis").options, "the picker says the axis is UTC"
+    at.selectbox(key="x_axis").set_value("time").run()
+    assert_ok(at)
+    assert "(UTC)" in charts(at)[0]["layout"]["xaxis"]["title"]["text"]
