@@ -144,6 +144,10 @@ def show_table(result: RunsView, now: float) -> list[str]:
     config: dict[str, Any] = {
         c: st.column_config.TextColumn(c, width=widths[c]) for c in frame.columns if c not in ("open",)
     }
+    if "duration_s" in config:  # shown as h:mm:ss, so not titled in seconds; filters and sort still say duration_s
+        config["duration_s"] = st.column_config.TextColumn(
+            "duration", width=widths["duration_s"], help="h:mm:ss (`duration_s`, in seconds, in filters and sort)"
+        )
     config["open"] = st.column_config.LinkColumn("open", display_text="live view", width=80)
     event = st.dataframe(
         frame,

@@ -135,8 +135,22 @@ def test_sweep_views_over_the_filtered_runs(sweep: Path) -> None:
     parcoords = figs["parcoords"]["data"][0]
     assert [d["label"] for d in parcoords["dimensions"]][-1].startswith("loss.last")
     assert len(parcoords["dimensions"][0]["values"]) == 8, "one line per filtered run"
-    scatter = figs["scatter"]["data"][0]
-    assert len(scatter["x"]) == 8 and len(set(scatter["marker"]["color"])) == 8, "a distinct colour per run"
+    points = [t for t in charts(at)[1]["data"] if t["type"] == "scatter" and t.get("showlegend", True) is not False]
+    assert len(points) == 8 and all(len(t["x"]) == 1 for t in points), "one point (and legend entry) per run"
+    assert len({t["marker"]["color"] for t in points}) == 8, "a distinct colour per run"
+    assert charts(at)[1]["layout"]["showlegend"] is True
+    assert {t["name"] for t in points} == {f"lr{lr:g}-s{seed}" for lr in (1e-4, 3e-4, 1e-3, 3e-3) for seed in (0, 1)}
+
+
+def test_sweeps_start_with_the_keys_that_vary(log_root: Path) -> None:
+    for i, lr in enumerate((1e-4, 3e-4, 1e-3, 3e-3)):
+        for seed in (0, 1):
+            config = {"classes": 10, "d_model": 64 if i < 2 else 128, "lr": lr, "seed": seed, "act": "gelu"}
+            write(log_root, f"r{i}-s{seed}", config)
+    at = run_app()
+    assert_ok(at)
+    assert at.multiselect(key="runs_sweep_keys").value == ["lr", "d_model", "seed"], "not classes, d_model..."
+    assert at.selectbox(key="runs_sweep_x").value == "lr"
 
 
 def compare_link(at: AppTest) -> Any:
@@ -231,3 +245,13 @@ def test_grouped_table_shows_a_dash_for_not_logged_and_nan_only_for_a_logged_nan
     assert groups.loc["0.05", "loss.last mean"] not in ("–", "NaN")
     assert groups.loc["0.01", "loss.last mean"] == "NaN", "its only run logged a NaN loss last"
     assert "NaN" not in set(groups.loc["0.001"]), "a healthy group has no NaN anywhere"
+
+
+def test_duration_is_titled_as_it_is_shown(sweep: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    table = at.dataframe[0].value
+    assert table["duration_s"].iloc[0].count(":") == 2, "shown as h:mm:ss"
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["duration_s"]["label"] == "duration", "so not titled as seconds"
+    assert "h:mm:ss" in columns["duration_s"]["help"]
