@@ -157,6 +157,28 @@ def sidebar(root: Path, runs: list[Any]) -> Selection:
     return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)
 
 
+def sync_query(name: str, value: str | list[str] | None) -> None:
+    """Keep ``?name=`` equal to ``value`` (None or empty: no parameter), writing only on a change, so a
+    link copied from the address bar opens the same view."""
+    current = st.query_params.get_all(name)
+    wanted = [] if value in (None, "", []) else (value if isinstance(value, list) else [value])
+    if current == wanted:
+        return
+    if wanted:
+        st.query_params[name] = wanted if isinstance(value, list) else wanted[0]
+    else:
+        del st.query_params[name]
+
+
+def query_once(flag: str) -> bool:
+    """True the first time this session renders the page that owns ``flag``: the moment the URL's
+    view parameters are read into the widgets (afterwards the widgets are the truth and the URL follows)."""
+    if st.session_state.get(flag):
+        return False
+    st.session_state[flag] = True
+    return True
+
+
 def run_summary(run: Any, frame: Any = None) -> str:
     """One Markdown line about the selected run (its text escaped); the live page's fragment draws it.
 

@@ -155,6 +155,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in PANELS}
+    view_from_query(xs, list(panel_titles))
 
     # The chart picker on its own row, as pills with short names: every chart is in sight, on or off
     # (a multiselect's chips were cut, so you could not tell which charts were on).
@@ -170,7 +171,8 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     c2, c3, c1, c5 = st.columns([2.2, 1.3, 4, 1.5], vertical_alignment="bottom")  # room for "Log y"
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
-    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
+    st.session_state.setdefault("smoothing", 0.6)
+    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, step=0.01, key="smoothing")
     c5.button(
         "Reset zoom",
         on_click=_reset_zoom,
@@ -199,6 +201,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
             st.warning("Not understood: " + ", ".join(f"`{escape_code(b)}`" for b in bad))
         zoom_inputs()
     zoom_line()
+    view_to_query()
     return ChartSettings(
         panels=tuple(shown),
         x=x or "step",
@@ -209,6 +212,56 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         custom_right=tuple(custom_right),
         n_out=int(n_out or ChartSettings.n_out),
     )
+
+
+# The view in the URL (with ?run=): ?x=time&logy=1&smooth=0.8&charts=loss_lr&charts=eval&from=100&to=900
+Q_X, Q_LOG, Q_SMOOTH, Q_CHARTS, Q_FROM, Q_TO = "x", "logy", "smooth", "charts", "from", "to"
+URL_READ = "live_url_read"
+
+
+def view_from_query(xs: list[str], panels: list[str]) -> None:
+    """First render of this session: the chart settings and the zoom from the URL (each value checked;
+    anything unknown keeps the default), so a copied link opens the same view."""
+    if not _shared.query_once(URL_READ):
+        return
+    q, state = st.query_params, st.session_state
+    if q.get(Q_X) in xs:
+        state["x_axis"] = q.get(Q_X)
+    if q.get(Q_LOG) in ("0", "1"):
+        state["log_y"] = q.get(Q_LOG) == "1"
+    smooth = _number(q.get(Q_SMOOTH))
+    if smooth is not None and 0.0 <= smooth <= 0.99:
+        state["smoothing"] = round(smooth, 2)
+    charts = [c for c in q.get_all(Q_CHARTS) if c in panels]
+    if charts or q.get_all(Q_CHARTS) == ["none"]:
+        state["panels"] = charts
+    lo, hi = _number(q.get(Q_FROM)), _number(q.get(Q_TO))
+    if lo is not None or hi is not None:
+        state[ZOOM_LO] = None if lo is None else max(0, int(lo))
+        state[ZOOM_HI] = None if hi is None else max(0, int(hi))
+
+
+def view_to_query() -> None:
+    """The URL follows the controls (defaults are left out, so a plain link stays ``?run=...``)."""
+    state = st.session_state
+    x = state.get("x_axis") or "step"
+    _shared.sync_query(Q_X, None if x == "step" else str(x))
+    _shared.sync_query(Q_LOG, "1" if state.get("log_y") else None)
+    smooth = float(state.get("smoothing", 0.6))
+    _shared.sync_query(Q_SMOOTH, None if smooth == 0.6 else f"{smooth:g}")
+    panels = list(state.get("panels") or [])
+    _shared.sync_query(Q_CHARTS, None if panels == list(DEFAULT_PANELS) else (panels or ["none"]))
+    lo, hi = state.get(ZOOM_LO), state.get(ZOOM_HI)
+    _shared.sync_query(Q_FROM, None if lo is None else str(int(lo)))
+    _shared.sync_query(Q_TO, None if hi is None else str(int(hi)))
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None and len(text) <= 40 else None
+    except ValueError:
+        return None
+    return value if value is not None and np.isfinite(value) else None
 
 
 def zoom_inputs() -> None:

@@ -92,3 +92,32 @@ def test_wall_time_says_utc(log_root: Path) -> None:
     at.selectbox(key="x_axis").set_value("time").run()
     assert_ok(at)
     assert "(UTC)" in charts(at)[0]["layout"]["xaxis"]["title"]["text"]
+
+
+def test_the_url_keeps_the_view_and_a_link_reopens_it(log_root: Path) -> None:
+    write_run(log_root, "exp", steps=300)
+    at = run_app({"run": "exp"})
+    assert_ok(at)
+    assert set(at.query_params) == {"run"}, "defaults stay out of the URL"
+    at.toggle(key="log_y").set_value(True).run()
+    at.slider(key="smoothing").set_value(0.85).run()
+    at.selectbox(key="x_axis").set_value("time").run()
+    at.button_group(key="panels").set_value(["loss_lr", "custom"]).run()
+    at.number_input(key="zoom_lo").set_value(50).run()
+    at.number_input(key="zoom_hi").set_value(120).run()
+    assert_ok(at)
+    link = {k: at.query_params[k] for k in at.query_params}
+    assert link["logy"] in ("1", ["1"]) and link["smooth"] in ("0.85", ["0.85"]) and link["x"] in ("time", ["time"])
+    assert link["charts"] == ["loss_lr", "custom"] and link["from"] in ("50", ["50"]) and link["to"] in ("120", ["120"])
+    fresh = run_app(link)  # a new tab (a new session) opened on the copied link
+    assert_ok(fresh)
+    assert fresh.toggle(key="log_y").value is True
+    assert fresh.slider(key="smoothing").value == 0.85
+    assert fresh.selectbox(key="x_axis").value == "time"
+    assert fresh.button_group(key="panels").value == ["loss_lr", "custom"]
+    assert (fresh.number_input(key="zoom_lo").value, fresh.number_input(key="zoom_hi").value) == (50, 120)
+    loss = charts(fresh)[0]
+    assert loss["layout"]["yaxis"]["type"] == "log" and "(UTC)" in loss["layout"]["xaxis"]["title"]["text"]
+    hostile = run_app({"run": "exp", "x": "<b>", "smooth": "nan", "charts": ["x'y"], "from": "1e999"})
+    assert_ok(hostile)
+    assert hostile.selectbox(key="x_axis").value == "step" and hostile.slider(key="smoothing").value == 0.6

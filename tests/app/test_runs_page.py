@@ -255,3 +255,28 @@ def test_duration_is_titled_as_it_is_shown(sweep: Path) -> None:
     columns = json.loads(at.dataframe[0].proto.columns)
     assert columns["duration_s"]["label"] == "duration", "so not titled as seconds"
     assert "h:mm:ss" in columns["duration_s"]["help"]
+
+
+def test_the_url_keeps_filter_sort_and_grouping(sweep: Path) -> None:
+    at = run_app()
+    at.text_input(key="runs_filter").set_value("lr").run()
+    at.text_input(key="runs_expr").set_value('status == "finished"').run()
+    at.selectbox(key="runs_sort").set_value("loss.best").run()
+    at.toggle(key="runs_desc").set_value(True).run()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    assert_ok(at)
+    link = {k: at.query_params[k] for k in at.query_params}
+    one = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in link.items()}
+    assert one == {"q": "lr", "expr": 'status == "finished"', "sort": "loss.best", "desc": "1", "group": "lr"}
+    fresh = run_app(link)  # a new tab on the copied link
+    assert_ok(fresh)
+    assert fresh.text_input(key="runs_filter").value == "lr"
+    assert fresh.text_input(key="runs_expr").value == 'status == "finished"'
+    assert fresh.selectbox(key="runs_sort").value == "loss.best" and fresh.toggle(key="runs_desc").value is True
+    assert fresh.selectbox(key="runs_group").value == "lr"
+    shown = fresh.dataframe[0].value
+    best = [float(v) for v in shown["loss.best"]]
+    assert best == sorted(best, reverse=True) and len(best) == 8, "sorted as the link says; diverged filtered out"
+    bad = run_app({"sort": "nope", "group": "<b>", "stats": ["evil"], "q": "x" * 10_000})
+    assert_ok(bad)
+    assert bad.selectbox(key="runs_sort").value == "(newest first)" and bad.text_input(key="runs_filter").value == ""
