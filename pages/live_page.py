@@ -29,7 +29,7 @@ from monitor_cb.dashboard.live import (
     other_rank_cells,
 )
 from monitor_cb.dashboard.live_refresh import LiveData, LiveRequest, process
-from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS
+from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS, panel_columns
 from monitor_cb.dashboard.runlist import format_age, format_duration
 from monitor_cb.dashboard.thresholds import parse_thresholds
 from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
@@ -371,6 +371,7 @@ def _live_body(
     live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:
+        chart_downloads(data, settings, run.id)
         ranks_section(store, run, data, settings.x, settings.smoothing)
 
 
@@ -449,6 +450,46 @@ def show(data: LiveData) -> None:
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
     _findings.findings_list(data.findings)
+
+
+def chart_downloads(data: RunFrame, settings: ChartSettings, run_id: str) -> None:
+    """ "Download chart data": the rows behind one chart (this run's drawn rank, the zoomed step range),
+    as CSV or Parquet, built only when a button is pressed."""
+    from monitor_cb.dashboard.chart_data import chart_rows
+
+    titles = {p.key: p.title for p in PANELS}
+    custom = (settings.custom_left, settings.custom_right)
+    charts = {k: panel_columns(k, data.frame.columns, custom) for k in settings.panels}
+    charts = {k: cols for k, cols in charts.items() if cols}
+    if not charts:
+        return
+    zoom = zoom_state()
+    steps = (zoom.lo, zoom.hi)
+    with st.popover("Download chart data", icon=":material/download:"):
+        key = st.selectbox("Chart", list(charts), format_func=titles.get, key="dl_chart")
+        key = key if key in charts else next(iter(charts))
+        span = "the whole run" if steps == (None, None) else f"steps {steps[0] or 'first'}–{steps[1] or 'latest'}"
+        st.caption(f"{', '.join(charts[key])} · {span} · NaN for a logged NaN, empty (null) for not logged")
+        rows = lambda: chart_rows(data.frame, data.masks, charts[key], steps)  # noqa: E731 - built on click
+        stem = f"{safe_file_stem(run_id)}-{key}"
+        d1, d2 = st.columns(2)
+        d1.download_button(
+            "CSV", data=lambda: rows().csv(), file_name=f"{stem}.csv", mime="text/csv", on_click="ignore", key="dl_csv"
+        )
+        d2.download_button(
+            "Parquet",
+            data=lambda: rows().parquet(),
+            file_name=f"{stem}.parquet",
+            mime="application/vnd.apache.parquet",
+            on_click="ignore",
+            key="dl_parquet",
+        )
+
+
+def safe_file_stem(name: str) -> str:
+    """A run id as a download file name: letters, digits, ``-_.`` only, at most 80 characters."""
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80].strip("._")
+    return stem or "run"
 
 
 def show_kpis(k: Kpis, run: Any) -> None:

@@ -61,3 +61,25 @@ def test_charts_first_pills_whole_tiles_even_no_old_toast(server: str, width: in
         assert page.locator('[data-testid="stToast"]').count() == 0, "the finding was there when the page opened"
         findings = page.get_by_text("nan · step 218 — loss became NaN at step 218").last.bounding_box()
         assert findings["y"] > chart["y"], "the findings' list is below the charts"
+
+
+def test_download_the_data_behind_a_chart_in_the_zoom(server: str, tmp_path: Path) -> None:
+    """The link's zoom (steps 100-250) is what the CSV holds: the loss chart's columns, NaN as NaN."""
+    import csv
+
+    with chromium_page(1440, HEIGHT) as page:
+        page.goto(f"{server}/?run=diverged&from=100&to=250", wait_until="domcontentloaded")
+        poll(lambda: page.locator(".st-key-chart_loss_lr .js-plotly-plot").count() > 0, 60, what="the loss chart")
+        page.get_by_role("button", name="Download chart data").click()
+        poll(lambda: page.get_by_text("steps 100–250").count() > 0, 30, what="the popover")
+        page.screenshot(path=str(SHOTS / "live-download-1440.png"))
+        with page.expect_download(timeout=30_000) as info:
+            page.get_by_role("button", name="CSV").click()
+        path = tmp_path / "loss.csv"
+        info.value.save_as(path)
+        assert info.value.suggested_filename == "diverged-loss_lr.csv"
+    rows = list(csv.DictReader(path.open()))
+    assert list(rows[0]) == ["step", "t", "loss", "lr"]
+    assert [int(r["step"]) for r in rows] == list(range(100, 251))
+    assert {r["loss"] for r in rows if int(r["step"]) >= 218} == {"NaN"}, "a logged NaN reads NaN"
+    assert all(r["loss"] not in ("", "NaN") for r in rows if int(r["step"]) < 218)
