@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
 from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.dashboard.kpis import Kpis, format_count, format_value
 from monitor_cb.dashboard.live import (
@@ -168,11 +169,21 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="panels",
         help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
     )
-    c2, c3, c1, c5 = st.columns([2.2, 1.3, 4, 1.5], vertical_alignment="bottom")  # room for "Log y"
+    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.7, 1.5], vertical_alignment="bottom")  # room for "Log y"
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
+    log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
     st.session_state.setdefault("smoothing", 0.6)
-    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, step=0.01, key="smoothing")
+    st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
+    smoother = c0.selectbox(
+        "Smoothing",
+        list(SMOOTHERS),
+        format_func=SMOOTHERS.get,
+        key="smoother",
+        help="TensorBoard's debiased EMA, a running average or a Gaussian over the points of about the same "
+        "span (window (1 + w) / (1 - w) points); the raw line stays, faint.",
+    )
+    smoothing = c1.slider("Smoothing weight", 0.0, 0.99, step=0.01, key="smoothing")
     c5.button(
         "Reset zoom",
         on_click=_reset_zoom,
@@ -211,11 +222,14 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         custom_left=tuple(custom_left),
         custom_right=tuple(custom_right),
         n_out=int(n_out or ChartSettings.n_out),
+        smoother=str(smoother or DEFAULT_SMOOTHER),
+        log_x=bool(log_x) and x != "time",
     )
 
 
 # The view in the URL (with ?run=): ?x=time&logy=1&smooth=0.8&charts=loss_lr&charts=eval&from=100&to=900
 Q_X, Q_LOG, Q_SMOOTH, Q_CHARTS, Q_FROM, Q_TO = "x", "logy", "smooth", "charts", "from", "to"
+Q_LOGX, Q_SMOOTHER = "logx", "smoother"
 URL_READ = "live_url_read"
 
 
@@ -229,6 +243,10 @@ def view_from_query(xs: list[str], panels: list[str]) -> None:
         state["x_axis"] = q.get(Q_X)
     if q.get(Q_LOG) in ("0", "1"):
         state["log_y"] = q.get(Q_LOG) == "1"
+    if q.get(Q_LOGX) in ("0", "1"):
+        state["log_x"] = q.get(Q_LOGX) == "1"
+    if q.get(Q_SMOOTHER) in SMOOTHERS:
+        state["smoother"] = q.get(Q_SMOOTHER)
     smooth = _number(q.get(Q_SMOOTH))
     if smooth is not None and 0.0 <= smooth <= 0.99:
         state["smoothing"] = round(smooth, 2)
@@ -247,6 +265,9 @@ def view_to_query() -> None:
     x = state.get("x_axis") or "step"
     _shared.sync_query(Q_X, None if x == "step" else str(x))
     _shared.sync_query(Q_LOG, "1" if state.get("log_y") else None)
+    _shared.sync_query(Q_LOGX, "1" if state.get("log_x") else None)
+    smoother = state.get("smoother") or DEFAULT_SMOOTHER
+    _shared.sync_query(Q_SMOOTHER, None if smoother == DEFAULT_SMOOTHER else str(smoother))
     smooth = float(state.get("smoothing", 0.6))
     _shared.sync_query(Q_SMOOTH, None if smooth == 0.6 else f"{smooth:g}")
     panels = list(state.get("panels") or [])
@@ -396,6 +417,8 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
             st.session_state[HIDDEN] = state.hidden
     if zoom_event is None or len(frame) == 0:
         return False
+    if st.session_state.get("log_x") and x_kind != "time" and not zoom_event.get("reset"):
+        zoom_event = _from_log_axis(zoom_event)  # a log axis reports its range in log10 units
     try:
         xa = x_axis(frame, x_kind)
     except KeyError:
@@ -408,6 +431,17 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
     st.session_state[ZOOM_LO], st.session_state[ZOOM_HI] = lo, hi
     st.session_state[ZOOM_EXACT] = _dragged(zoom_event, x_kind, lo, hi, xa.is_datetime)
     return True
+
+
+def _from_log_axis(event: Any) -> Any:
+    """A zoom event of a log x axis with its ends back in data units (left as it is when unreadable)."""
+    try:
+        x0, x1 = float(event.get("x0")), float(event.get("x1"))
+    except (TypeError, ValueError):
+        return event
+    if not (np.isfinite(x0) and np.isfinite(x1)) or max(abs(x0), abs(x1)) > 300:
+        return event
+    return {**event, "x0": 10.0**x0, "x1": 10.0**x1}
 
 
 def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetime: bool) -> tuple[Any, ...] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +63,15 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
     }
     if not xa.is_datetime:
         xaxis["tickformat"] = ","  # step 999,955, not plotly's "0.999955M"
+        if options.log_x:
+            xaxis["type"] = "log"
     if options.x_range is not None:
-        xaxis.update(range=list(options.x_range), autorange=False)
+        shown = list(options.x_range)
+        if xaxis.get("type") == "log":  # a log axis' range is in log10 units
+            lo, hi = (float(v) for v in shown)
+            shown = [math.log10(lo), math.log10(hi)] if lo > 0 and hi > 0 else None
+        if shown is not None:
+            xaxis.update(range=shown, autorange=False)
     title, y2_title = labels.title, labels.y2
     layout: dict[str, Any] = {
         "template": compact_template(),
@@ -181,3 +189,25 @@ def colors_for(metrics: Sequence[str]) -> dict[str, str]:
             free = [c for c in PALETTE if c not in chosen.values()]
             chosen[metric] = free[0] if free else PALETTE[len(chosen) % len(PALETTE)]
     return chosen
+
+
+def marks_to_log_x(spec: dict[str, Any]) -> dict[str, Any]:
+    """A figure dict whose x axis is log, with its annotations' data x (the labels of the lines at a
+    step and of finding bands) in log10 units, as plotly.js reads an annotation's position on a log
+    axis: a label at step 218 would otherwise stand at 10**218 and squeeze the curves to the left edge.
+    Shapes keep data units (plotly.js 3 places them by value; measured in Chromium). Labels at x <= 0
+    are dropped."""
+    layout = dict(spec.get("layout") or {})  # a copy: the figure's own dict may be shared (cached)
+    spec = {**spec, "layout": layout}
+    kept = []
+    for item in layout.get("annotations") or ():
+        item = dict(item)
+        if str(item.get("xref", "x")) == "x":
+            x = item.get("x")
+            if not (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0):
+                continue
+            item["x"] = math.log10(float(x))
+        kept.append(item)
+    if "annotations" in layout:
+        layout["annotations"] = kept
+    return spec

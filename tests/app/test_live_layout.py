@@ -121,3 +121,62 @@ def test_the_url_keeps_the_view_and_a_link_reopens_it(log_root: Path) -> None:
     hostile = run_app({"run": "exp", "x": "<b>", "smooth": "nan", "charts": ["x'y"], "from": "1e999"})
     assert_ok(hostile)
     assert hostile.selectbox(key="x_axis").value == "step" and hostile.slider(key="smoothing").value == 0.6
+
+
+def test_smoothing_choices_keep_the_raw_line_faint_and_log_x(log_root: Path) -> None:
+    import numpy as np
+
+    from monitor_cb.analysis.smoothing import gaussian, running_mean, window_for
+    from tests.app.helpers import values
+
+    write_run(log_root, "exp", steps=300)
+    at = run_app({"run": "exp"})
+    assert_ok(at)
+
+    def loss_traces() -> tuple[dict[str, Any], dict[str, Any]]:
+        fig = charts(at)[0]
+        by_name = {t.get("name"): t for t in fig["data"]}
+        return by_name["loss"], by_name["loss (raw)"]
+
+    at.selectbox(key="smoother").set_value("mean").run()
+    at.slider(key="smoothing").set_value(0.9).run()
+    assert_ok(at)
+    smoothed, raw = loss_traces()
+    assert raw["opacity"] < 0.5 and raw["line"]["width"] < smoothed["line"]["width"], "the raw line is kept, faint"
+    raw_y = np.array(values(raw["y"]))
+    np.testing.assert_allclose(values(smoothed["y"]), running_mean(raw_y, window_for(0.9)), rtol=1e-5)
+    at.selectbox(key="smoother").set_value("gaussian").run()
+    smoothed, raw = loss_traces()
+    np.testing.assert_allclose(values(smoothed["y"]), gaussian(np.array(values(raw["y"])), 19), rtol=1e-5)
+    at.toggle(key="log_x").set_value(True).run()
+    assert_ok(at)
+    assert all(f["layout"]["xaxis"]["type"] == "log" for f in charts(at))
+    assert max(values(charts(at)[0]["data"][0]["x"])) == 300, "the data stay in steps; plotly logs the axis"
+    assert at.query_params["smoother"] in ("gaussian", ["gaussian"]) and at.query_params["logx"] in ("1", ["1"])
+
+
+def test_log_x_puts_the_finding_labels_in_log_units(log_root: Path) -> None:
+    """On a log axis plotly.js reads an annotation's x in log10 units (a shape's by value): the label of
+    the line at step 120 must be at 2.08, the line itself at 120 (see the Chromium test)."""
+    import math
+
+    write_run(log_root, "diverged", steps=150, nan_from=120, close="failed")
+    at = run_app({"run": "diverged", "logx": "1"})
+    assert_ok(at)
+    fig = charts(at)[0]
+    labels = [a["x"] for a in fig["layout"].get("annotations", []) if a.get("xref", "x") == "x"]
+    assert labels and all(abs(x - math.log10(120)) < 1e-9 for x in labels), labels
+    lines = [s["x0"] for s in fig["layout"].get("shapes", []) if s.get("xref", "x") == "x"]
+    assert lines and all(x == 120 for x in lines), lines
+
+
+def test_log_x_marks_stay_put_over_refreshes(log_root: Path) -> None:
+    import math
+
+    write_run(log_root, "diverged", steps=150, nan_from=120, close="failed")
+    at = run_app({"run": "diverged", "logx": "1"})
+    first = sorted(a["x"] for a in charts(at)[0]["layout"].get("annotations", []) if a.get("xref", "x") == "x")
+    for _ in range(3):
+        at.run()
+    again = sorted(a["x"] for a in charts(at)[0]["layout"].get("annotations", []) if a.get("xref", "x") == "x")
+    assert again == first and any(abs(x - math.log10(120)) < 1e-9 for x in again), "converted once, not per refresh"

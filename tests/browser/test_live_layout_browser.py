@@ -83,3 +83,31 @@ def test_download_the_data_behind_a_chart_in_the_zoom(server: str, tmp_path: Pat
     assert [int(r["step"]) for r in rows] == list(range(100, 251))
     assert {r["loss"] for r in rows if int(r["step"]) >= 218} == {"NaN"}, "a logged NaN reads NaN"
     assert all(r["loss"] not in ("", "NaN") for r in rows if int(r["step"]) < 218)
+
+
+JS_MARKS = """
+() => {
+  const gd = document.querySelector('.st-key-chart_loss_lr .js-plotly-plot');
+  const xa = gd._fullLayout.xaxis;
+  const at218 = xa._offset + xa.l2p(Math.log10(218));
+  const lines = Array.from(gd.querySelectorAll('.shapelayer path')).map(
+    (p) => Number(p.getAttribute('d').split(',')[0].slice(1)));
+  const labels = Array.from(gd.querySelectorAll('.annotation')).map((a) => {
+    const r = a.getBoundingClientRect(), g = gd.getBoundingClientRect();
+    return [r.left - g.left, r.left + r.width / 2 - g.left, r.right - g.left];  // anchored left, centre or right
+  });
+  return { type: xa.type, at218: at218, lines: lines, labels: labels, range: xa.range };
+}
+"""
+
+
+def test_log_x_draws_the_nan_line_and_its_label_at_step_218(server: str) -> None:
+    with chromium_page(1440, HEIGHT) as page:
+        page.goto(f"{server}/?run=diverged&logx=1&charts=loss_lr", wait_until="domcontentloaded")
+        poll(lambda: page.locator(".st-key-chart_loss_lr .shapelayer path").count() > 0, 60, what="the marks")
+        page.screenshot(path=str(SHOTS / "live-logx-1440.png"))
+        marks = page.evaluate(JS_MARKS)
+    assert marks["type"] == "log" and marks["range"][1] < 3.0, "the axis ends near step 400 (10**2.6), not 10**218"
+    assert marks["lines"] and all(abs(x - marks["at218"]) < 3 for x in marks["lines"]), marks
+    near = [min(abs(x - marks["at218"]) for x in edges) for edges in marks["labels"]]
+    assert near and max(near) < 12, marks
