@@ -22,7 +22,7 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb.charts.overlay import hidden_runs
+from monitor_cb.charts.overlay import MANY_RUNS, hidden_runs
 from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
@@ -70,6 +70,9 @@ K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last
 # Shared x (side by side): the toggle, the user's explicit choice (absent = automatic), the x the panels last got.
 K_SHARED_X, K_SHARED_X_CHOICE, K_SIDE_X = "cmp_shared_x", "cmp_shared_x_choice", "cmp_side_shared_x"
 Q_SHARED_X = "sharex"
+# Many runs: overlays draw the first K_CAP picked runs, the rest start hidden in the legend.
+K_CAP, K_CAP_APPLIED, K_CAP_HID = "cmp_cap", "cmp_cap_applied", "cmp_cap_hid"
+DEFAULT_CAP, MAX_CAP = 20, 500
 NO_GROUP = "(none)"
 EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
@@ -186,8 +189,18 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         _set_query(Q_GROUP, group_by)
     elif Q_GROUP in st.query_params:
         del st.query_params[Q_GROUP]
-    with st.expander("Points per chart and eval metric"):
-        e1, e2 = st.columns(2)
+    with st.expander("Points per chart, runs drawn and eval metric"):
+        e1, e3, e2 = st.columns(3)
+        cap = e3.number_input(
+            "Runs drawn",
+            min_value=1,
+            max_value=MAX_CAP,
+            value=DEFAULT_CAP,
+            step=1,
+            key=K_CAP,
+            help="Overlays draw the first this many picked runs; the others are in the legend, hidden "
+            "(click one to draw it).",
+        )
         points = e1.selectbox(
             "Points per chart",
             POINTS,
@@ -208,6 +221,8 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
             if evals
             else None
         )
+    drawable = align_runs(data, alignment or DEFAULT_ALIGNMENT).x if len(data) > DEFAULT_CAP else {}
+    apply_cap([d.id for d in data if not drawable or d.id in drawable], int(cap or DEFAULT_CAP))
     if st.session_state.get("cmp_range_alignment") != alignment:
         st.session_state["cmp_range_alignment"] = alignment
         st.session_state[K_RANGE] = None  # an x range in steps means nothing on a time axis
@@ -224,6 +239,18 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         shared_x=shared_x,
     )
     return settings, mode == "side", eval_metric
+
+
+def apply_cap(ids: Sequence[str], cap: int) -> None:
+    """When the picked runs or the cap change: the runs past the cap start hidden (legend only), as if
+    clicked away in the legend, so a click on one draws it and the choice then stays the user's."""
+    key = (tuple(ids), cap)
+    if st.session_state.get(K_CAP_APPLIED) == key:
+        return
+    st.session_state[K_CAP_APPLIED] = key
+    if len(ids) > cap or st.session_state.get(K_CAP_HID):
+        st.session_state[K_HIDDEN] = list(ids[cap:])
+        st.session_state[K_CAP_HID] = len(ids) > cap
 
 
 def _shared_x_toggle(column: Any, data: Sequence[RunData], alignment: str, *, side: bool) -> bool | None:
@@ -462,6 +489,15 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         side_notes(result, settings)
         show_side_by_side(result, data)
         return
+    aligned = [d for d in data if d.id in result.aligned.x]
+    hidden = [d for d in aligned if d.id in settings.hidden]
+    if hidden and not settings.group_by:
+        capped = ", or raise Runs drawn (above)" if st.session_state.get(K_CAP_HID) else ""
+        many = " Pointing at a curve brings that run forward." if len(aligned) > MANY_RUNS else ""
+        st.caption(
+            f"Drawing {len(aligned) - len(hidden)} of {len(aligned)} runs; the others are in the legend, hidden: "
+            f"click one to draw it{capped}.{many}"
+        )
     for i, (metric, fig) in enumerate(result.figures.items()):
         if not fig.data:
             st.info(empty_chart_note(metric, data, result, settings))

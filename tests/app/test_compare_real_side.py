@@ -70,3 +70,29 @@ def test_wall_time_leaves_out_a_run_whose_t_counts_from_zero_and_says_so(log_roo
     at.radio(key="cmp_align").set_value("relative").run()
     assert_ok(at)
     assert {t.get("legendgroup") for t in charts(at)[0]["data"]} == {"mask2former_mgm", "qwen25_medical"}
+
+
+def sixty(log_root: Path) -> list[str]:
+    from tests.app.real_root import REAL_RUNS
+
+    names = sorted(p.parent.name for p in REAL_RUNS.glob("*/metrics.jsonl"))[:60]
+    real_runs_root(log_root, names)
+    return names
+
+
+def test_sixty_runs_draw_twenty_with_the_legend_beside_and_a_control_to_draw_more(log_root: Path) -> None:
+    names = sixty(log_root)
+    at = run_entry(ENTRY, {"runs": names, "metric": ["loss"]}, timeout=120)
+    assert_ok(at)
+    fig = charts(at)[0]
+    legend = [t for t in fig["data"] if t.get("showlegend", True) and t.get("legendgroup") in names]
+    assert len(legend) == 60, "every run is in the legend"
+    drawn = [t["legendgroup"] for t in legend if t.get("visible", True) is True]
+    assert drawn == names[:20], "the first 20 picked runs are drawn"
+    assert fig["layout"]["legend"]["orientation"] == "v" and fig["layout"]["legend"]["x"] > 1, "beside the plot"
+    assert fig["layout"]["hovermode"] == "closest" and fig["layout"]["meta"] == {"highlight": True}
+    assert any("Drawing 20 of 60 runs" in str(c.value) for c in at.caption)
+    at.number_input(key="cmp_cap").set_value(60).run()
+    assert_ok(at)
+    legend = [t for t in charts(at)[0]["data"] if t.get("showlegend", True) and t.get("legendgroup") in names]
+    assert all(t.get("visible", True) is True for t in legend), "raised: all 60 drawn"
