@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from monitor_cb.writer import MetricsWriter
 from tests.app.conftest import write_run
 from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_server
 
@@ -32,6 +33,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("live-layout")
     root = tmp / "logs"
     write_run(root, "diverged", steps=400, nan_from=218, close="failed", total_steps=2000)
+    huge = MetricsWriter(root / "huge", rank=0, world_size=1, fsync_interval=0)
+    for s in range(1, 301):  # a loss of 1e12 over 6M steps: long tick labels on both axes
+        huge.log_at(1.7e9 + s, step=s * 20_000, loss=1e12 * (3 - s / 150), lr=1e-3, throughput=1e9)
+    huge.close("finished")
     with streamlit_server(root, tmp / "streamlit.log") as url:
         yield url
 
@@ -111,3 +116,34 @@ def test_log_x_draws_the_nan_line_and_its_label_at_step_218(server: str) -> None
     assert marks["lines"] and all(abs(x - marks["at218"]) < 3 for x in marks["lines"]), marks
     near = [min(abs(x - marks["at218"]) for x in edges) for edges in marks["labels"]]
     assert near and max(near) < 12, marks
+
+
+JS_GAPS = """
+(key) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  const fig = gd.getBoundingClientRect();
+  const box = (el) => el.getBoundingClientRect();
+  const ytitle = box(gd.querySelector('.g-ytitle')), xtitle = box(gd.querySelector('.g-xtitle'));
+  const yticks = Array.from(gd.querySelectorAll('.yaxislayer-above .ytick text')).map(box);
+  const xticks = Array.from(gd.querySelectorAll('.xaxislayer-above .xtick text')).map(box);
+  // only the tick labels beside the title (sharing its rows) can collide with it
+  const beside = yticks.filter((b) => b.bottom > ytitle.top && b.top < ytitle.bottom);
+  const below = xticks.filter((b) => b.right > xtitle.left && b.left < xtitle.right);
+  return {
+    y_gap: Math.min(...beside.map((b) => b.left)) - ytitle.right,
+    y_inside: ytitle.left - fig.left,
+    x_gap: xtitle.top - Math.max(...below.map((b) => b.bottom)),
+    beside: beside.length,
+  };
+}
+"""
+
+
+def test_axis_titles_clear_long_tick_labels(server: str) -> None:
+    """Ticks of 2.5x10^12 and 6,000,000: each title sits clear of its tick labels, inside the figure."""
+    with chromium_page(1280, HEIGHT) as page:
+        page.goto(f"{server}/?run=huge", wait_until="domcontentloaded")
+        poll(lambda: page.locator(".st-key-chart_loss_lr .ytick").count() > 0, 60, what="the loss chart")
+        page.locator(".st-key-chart_loss_lr").screenshot(path=str(SHOTS / "live-1e12-1280.png"))
+        gaps = page.evaluate(JS_GAPS, "chart_loss_lr")
+    assert gaps["beside"] and gaps["y_gap"] >= 1 and gaps["y_inside"] >= 4 and gaps["x_gap"] >= 2, gaps
