@@ -22,6 +22,7 @@ from typing import Any
 
 import streamlit as st
 
+from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
 from monitor_cb.charts.overlay import MANY_RUNS, hidden_runs
 from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
@@ -70,6 +71,8 @@ K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last
 # Shared x (side by side): the toggle, the user's explicit choice (absent = automatic), the x the panels last got.
 K_SHARED_X, K_SHARED_X_CHOICE, K_SIDE_X = "cmp_shared_x", "cmp_shared_x_choice", "cmp_side_shared_x"
 Q_SHARED_X = "sharex"
+Q_SMOOTHER, K_SMOOTHER = "smoother", "cmp_smoother"
+SMOOTHER_SHORT = {"ema": "EMA", "mean": "Running avg", "gaussian": "Gaussian"}  # fit a narrow select
 # Many runs: overlays draw the first K_CAP picked runs, the rest start hidden in the legend.
 K_CAP, K_CAP_APPLIED, K_CAP_HID = "cmp_cap", "cmp_cap_applied", "cmp_cap_hid"
 DEFAULT_CAP, MAX_CAP = 20, 500
@@ -164,8 +167,15 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
     mode = c3.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
     # Toggles get columns wide enough for their whole label ("Log y" once read "Lo…").
-    c4, c5, c6, c6x, c7 = st.columns([4, 2, 2, 2, 3], vertical_alignment="bottom")
-    smoothing = c4.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
+    s1, s2, c5, c6, c6x, c7 = st.columns([2, 2, 1.4, 2, 2, 2.4], vertical_alignment="bottom")
+    smoother = s1.selectbox(
+        "Smoothing",
+        list(SMOOTHERS),
+        format_func=SMOOTHER_SHORT.get,
+        key=K_SMOOTHER,
+        help="; ".join(f"{SMOOTHER_SHORT[k]}: {v}" for k, v in SMOOTHERS.items()) + ". The raw line stays, faint.",
+    )
+    smoothing = s2.slider("Weight", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
     shared_y = c6.toggle(
         "Shared y",
@@ -184,6 +194,10 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     _set_query(Q_METRIC, list(chosen))
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
+    if smoother and smoother != DEFAULT_SMOOTHER:
+        _set_query(Q_SMOOTHER, str(smoother))
+    elif Q_SMOOTHER in st.query_params:
+        del st.query_params[Q_SMOOTHER]
     _set_query(Q_MODE, mode or "overlay")
     if group_by:
         _set_query(Q_GROUP, group_by)
@@ -237,6 +251,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         group_by=group_by,
         shared_y=bool(shared_y),
         shared_x=shared_x,
+        smoother=str(smoother or DEFAULT_SMOOTHER),
     )
     return settings, mode == "side", eval_metric
 
@@ -306,6 +321,9 @@ def _init_from_query(metrics: list[str], keys: list[str]) -> None:
         state[K_ALIGN] = align if align in ALIGNMENTS else DEFAULT_ALIGNMENT
     if K_SMOOTH not in state:
         state[K_SMOOTH] = _smoothing(st.query_params.get(Q_SMOOTH))
+    if K_SMOOTHER not in state:
+        wanted = st.query_params.get(Q_SMOOTHER)
+        state[K_SMOOTHER] = wanted if wanted in SMOOTHERS else DEFAULT_SMOOTHER
     if K_MODE not in state:
         mode = st.query_params.get(Q_MODE)
         state[K_MODE] = mode if mode in MODES else "overlay"

@@ -23,7 +23,7 @@ from monitor_cb.analysis.series import XAxis
 from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.overlay import OVERLAY_HEIGHT, numeric_range, run_curve
 from monitor_cb.charts.style import NONFINITE_COLOR, Labels, escape_html, layout_dict
-from monitor_cb.compare.align import Alignment, reference_interval, smooth_on_grid
+from monitor_cb.compare.align import Alignment, reference_interval, smooth_run
 from monitor_cb.compare.bands import Band, band_edges, group_band
 from monitor_cb.compare.rundata import RunData
 
@@ -62,7 +62,7 @@ def group_figures(
             if not series or edges is None:
                 continue
             if smoothing > 0:
-                series = [(x, smooth_on_grid(x, y, smoothing, ref_dx)) for x, y in series]
+                series = [(x, smooth_run(x, y, smoothing, ref_dx, options.smoother)) for x, y in series]
             band = group_band(series, edges)
             traces += band_traces(band, escape_html(label), colors.get(label, "#1f77b4"), aligned.is_datetime, sparse)
         layout = layout_dict(xa, options, Labels(y=metric, title=metric))

@@ -35,7 +35,7 @@ from monitor_cb.compare.align import (
     grid_edges,
     grid_indices,
     reference_interval,
-    smooth_on_grid,
+    smooth_run,
 )
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.rundata import RunData
@@ -175,7 +175,7 @@ def _curve(run: RunData, metric: str, aligned: Aligned, xn: np.ndarray) -> _Curv
 def _add_run(spec: FigureSpec, look: _RunLook, metric: str, curve: _Curve, options: ChartOptions, grid: _Grid) -> None:
     sparse = metric.startswith("eval_")  # a handful of eval points: drawn raw with markers, as on the live page
     smoothing = 0.0 if sparse else options.smoothing
-    smooth = smooth_on_grid(curve.xn, curve.y, smoothing, grid.ref_dx) if smoothing > 0 else None
+    smooth = smooth_run(curve.xn, curve.y, smoothing, grid.ref_dx, options.smoother) if smoothing > 0 else None
     picked = grid_indices(curve.xn, curve.y, grid.edges)
     if grid.lo_hi is not None:  # zoomed: the rows inside the range plus one neighbour each side
         lo_hi = grid.lo_hi

@@ -311,3 +311,17 @@ def smooth_on_grid(x: np.ndarray, y: np.ndarray, weight: float, ref_dx: float | 
     series = pd.Series(out[use])
     out[use] = series.ewm(halflife=pd.Timedelta(milliseconds=1), times=times).mean().to_numpy()
     return out
+
+
+def smooth_run(x: np.ndarray, y: np.ndarray, weight: float, ref_dx: float | None, smoother: str = "ema") -> np.ndarray:
+    """One run's curve smoothed for a compare chart: ``ema`` is :func:`smooth_on_grid` (interval-aware);
+    ``mean`` and ``gaussian`` (:data:`monitor_cb.analysis.smoothing.SMOOTHERS`) work per logged point,
+    over the window the weight stands for, as the live page's do."""
+    if smoother == "ema":
+        return smooth_on_grid(x, y, weight, ref_dx)
+    from monitor_cb.analysis.smoothing import smooth
+
+    out = np.array(y, dtype=np.float64, copy=True)
+    use = np.isfinite(x)
+    out[use] = smooth(out[use], weight, smoother)
+    return out

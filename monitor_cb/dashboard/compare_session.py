@@ -47,6 +47,7 @@ class CompareSettings:
     group_by: str | None = None  # a config key: one mean line and min-max band per value (overlay)
     shared_y: bool = True  # side by side: one y range per metric across the runs (where readable)
     shared_x: bool | None = None  # side by side: one x range for all panels; None = unless it blanks panels
+    smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
 
     def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
         """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
@@ -57,6 +58,7 @@ class CompareSettings:
             n_out=self.n_points,
             x_range=self.x_range,
             uirevision=uirevision,
+            smoother=self.smoother,
         )
 
 

@@ -129,3 +129,21 @@ def test_the_group_mean_is_dotted_where_a_member_run_has_ended(log_root: Path) -
     assert min(dotted_x) == 40 and max(dotted_x) == 80, "dotted from where the short seed ended"
     assert "of 2 runs" in solid["hovertemplate"]
     assert not any(str(t.get("name", "")).startswith("lr=0.01 ") and "fewer" in str(t.get("name")) for t in fig["data"])
+
+
+def test_compare_offers_the_same_smoothing_choices_as_live(sweep: list[str]) -> None:
+    import numpy as np
+
+    from monitor_cb.analysis.smoothing import running_mean, window_for
+
+    at = run_app({"runs": sweep[:2], "metric": ["loss"], "smooth": "0.8", "smoother": "mean"})
+    assert_ok(at)
+    assert at.selectbox(key="cmp_smoother").value == "mean"
+    fig = charts(at)[0]
+    raw = next(t for t in fig["data"] if str(t.get("name", "")).endswith("(raw)"))
+    line = next(t for t in fig["data"] if t.get("legendgroup") == raw["legendgroup"] and t.get("showlegend", True))
+    expected = running_mean(np.array(values(raw["y"])), window_for(0.8))
+    np.testing.assert_allclose(values(line["y"]), expected, rtol=1e-6)
+    at.selectbox(key="cmp_smoother").set_value("ema").run()
+    assert_ok(at)
+    assert "smoother" not in at.query_params, "the default stays out of the URL"
