@@ -7,7 +7,10 @@ SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localh
 This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
-is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket), and the
+is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); with
+``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
+``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.dashboard.tokenguard`), and
+the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
 page registry is set up before the first browser connects, so a shared link to any page opens
 cleanly on a fresh server.
 """
@@ -15,6 +18,8 @@ cleanly on a fresh server.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +62,13 @@ def _allowed_hosts() -> list[str]:
     return list(config.get_option("server.allowedHosts") or [])
 
 
+def _base_path() -> str:
+    """``server.baseUrlPath`` (the dashboard served under a prefix by a reverse proxy), "" for none."""
+    from streamlit import config
+
+    return str(config.get_option("server.baseUrlPath") or "")
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(_app: Any) -> AsyncIterator[None]:
     """Before the first session: this app navigates with ``st.navigation``, not a ``pages/`` folder.
@@ -68,8 +80,30 @@ async def _lifespan(_app: Any) -> AsyncIterator[None]:
     from streamlit.runtime.pages_manager import PagesManager
 
     PagesManager.uses_pages_directory = False
+    if _TOKEN:
+        _print_token_links(_TOKEN)
     yield
 
+
+def _print_token_links(token: str) -> None:
+    """The links that open a token-protected dashboard, on the server's output (as Jupyter prints them)."""
+    from streamlit import config
+
+    from monitor_cb.dashboard.tokenguard import token_url
+
+    address = str(config.get_option("server.address") or "")
+    port = config.get_option("server.port")
+    base = str(config.get_option("server.baseUrlPath") or "").strip("/")
+    names = ["127.0.0.1"] if address in ("", "0.0.0.0", "::", "127.0.0.1", "localhost") else [address]
+    if address in ("", "0.0.0.0", "::"):
+        import socket
+
+        names.insert(0, socket.gethostname())
+    lines = [f"    {token_url(f'http://{name}:{port}/{base}'.rstrip('/'), token)}" for name in names]
+    print("\n  The dashboard needs a token. Open it with:\n" + "\n".join(lines) + "\n", file=sys.stderr, flush=True)
+
+
+_TOKEN: str | None = None  # the token every request needs (server side only), None for an open dashboard
 
 if __name__ == "__main__":
     main()
@@ -77,5 +111,15 @@ else:
     from starlette.middleware import Middleware
 
     from monitor_cb.dashboard.hostguard import HostGuard
+    from monitor_cb.dashboard.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
-    app = st.App(__file__, middleware=[Middleware(HostGuard, patterns=_allowed_hosts)], lifespan=_lifespan)
+    # Read once and taken out of the environment: processes the dashboard starts (the demo) need not see it.
+    _TOKEN = resolve_token(os.environ.pop(ENV_TOKEN, None))
+    app = st.App(
+        __file__,
+        middleware=[
+            Middleware(HostGuard, patterns=_allowed_hosts),
+            Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+        ],
+        lifespan=_lifespan,
+    )

@@ -9,14 +9,14 @@ hash of the run name) and for all of it:
       would exit 1 (an error finding);
     * labelled events: found with the right kind near the labelled step, by kind (each run cut 20
       logged points after the event, 6 evaluations for overfitting), with what was found instead;
-(b) **injected faults on real curves** (``monitor_cb.diagnosis.inject``): NaN onset, persistent loss
+(b) **injected faults on real curves** (``monitor_cb.testing.inject``): NaN onset, persistent loss
     spikes x3..x10, eval-loss rise, throughput drop to 30..70%, lr break, a slow rank in an 8-rank run
     built from real curves: found within 20 logged points (6 evaluations) of the onset, and warnings
     before the onset;
 * **leave-half-out tuning** (``--only tune``): the knobs tuned on the real corpus (``TUNED``), each chosen on
   half A alone (the most sensitive value with no live alarm of its kind on A's healthy runs) and judged on
   half B against the default;
-(c) **synthetic runs** (``monitor_cb.demo.synthetic``): per failure kind, the delay in logged points,
+(c) **synthetic runs** (``monitor_cb.testing.synthetic``): per failure kind, the delay in logged points,
     and false alarms on healthy synthetic runs and on ``monitor_cb.demo.samples`` runs;
 * the time ``diagnose`` takes on a 1M-row frame, with the time of one pandas rolling median over the
   same loss column measured in the same run as the yardstick.
@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from monitor_cb.demo.synthetic import FAILURE_KINDS, healthy_run, labelled_run, score
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
-from monitor_cb.diagnosis.corpus import corpus_dir, iter_runs, live_alarms, score_event
-from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
+from monitor_cb.testing.corpus import corpus_dir, iter_runs, live_alarms, score_event
+from monitor_cb.testing.inject import FAULTS, inject, score_injected
+from monitor_cb.testing.synthetic import FAILURE_KINDS, healthy_run, labelled_run, score
 
 SPLITS = ("A", "B", "all")
 
@@ -434,7 +434,7 @@ def main() -> None:
         elif part == "tune" and root is not None:
             lines = bench_tune(root, settings, min(args.seeds, 2))
         elif part == "synthetic":
-            lines = ["(c) synthetic runs (monitor_cb.demo.synthetic)", *bench_kinds(args.runs, settings), ""]
+            lines = ["(c) synthetic runs (monitor_cb.testing.synthetic)", *bench_kinds(args.runs, settings), ""]
             lines += [*bench_healthy(args.healthy, settings), *bench_samples(settings)]
         elif part == "speed":
             lines = bench_speed(args.rows, settings)

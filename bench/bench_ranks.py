@@ -21,14 +21,14 @@ from collections import Counter
 
 import numpy as np
 
-from monitor_cb.demo.synthetic_ranks import (
+from monitor_cb.diagnosis import DiagnosisSettings, diagnose
+from monitor_cb.testing.synthetic_ranks import (
     RANK_FAILURE_KINDS,
     healthy_ranks_run,
     labelled_ranks_run,
     rank_findings,
     score_ranks,
 )
-from monitor_cb.diagnosis import DiagnosisSettings, diagnose
 
 
 def bench_kinds(runs: int, settings: DiagnosisSettings) -> list[str]:

@@ -8,6 +8,10 @@ be a regular file, refused past a size cap, and, when a root is given, refused w
 outside that root. A refusal is an :class:`UnsafeFileError` whose message names the file and why,
 so a caller skips that one file and the rest of the root stays usable.
 
+Writing into a root has the same hazards under other names: :func:`write_atomic`,
+:func:`temp_beside` and :func:`create_new` never open a planted FIFO and never write through a
+planted link.
+
 Standard library only: both sides (the writer reading its previous segment, the dashboard, the
 watcher) use it.
 """
@@ -120,6 +124,56 @@ def read_json(path: str | os.PathLike[str], cap: int, *, root: str | os.PathLike
         ValueError: the bytes are not JSON (``json.JSONDecodeError`` or ``UnicodeDecodeError``).
     """
     return json.loads(read_capped(path, cap, root=root))
+
+
+def create_new(path: str | os.PathLike[str], mode: int = 0o644) -> int:
+    """A descriptor of ``path`` created afresh for writing (the caller closes it).
+
+    Whatever was there (a FIFO that would block the ``open``, a link that would lead the write
+    elsewhere) is removed first, and the file is created with ``O_EXCL | O_NOFOLLOW``: one planted in
+    between makes this fail (``FileExistsError``) instead of being written through.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags, mode)
+
+
+def temp_beside(path: str | os.PathLike[str]) -> tuple[int, Path]:
+    """A new temporary file in ``path``'s folder, as ``(fd, its path)``, to be renamed over ``path``.
+
+    Its name is random and it is created with ``O_EXCL | O_NOFOLLOW``, so a FIFO or a link someone
+    planted under a guessable temporary name is never opened or written through.
+    """
+    import secrets
+
+    target = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(16):
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o644), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {target}")
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` through a :func:`temp_beside` file and a rename (which replaces a
+    link or a FIFO at ``path`` itself, never what it leads to).
+
+    Raises:
+        OSError: the folder cannot be written (the temporary file is removed).
+    """
+    fd, tmp = temp_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def is_regular(path: str | os.PathLike[str]) -> bool:

@@ -33,15 +33,15 @@ from monitor_cb.record import (
     METRICS_SUFFIX,
     RESERVED_KEYS,
     SCHEMA_VERSION,
-    SEG_LIMIT,
     STEP_LIMIT,
     Unwritable,
     check_step,
     encode_record,
     encode_value,
-    meta_path_for,
     metrics_filename,
 )
+from monitor_cb.writer_claim import claim_file, holder_text, read_json, read_regular
+from monitor_cb.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
 
 try:  # orjson is ~15x faster than json.dumps; values are pre-encoded so NaN never becomes null
     import orjson
@@ -57,8 +57,18 @@ except ImportError:  # pragma: no cover - orjson is a pinned dependency
 
 FINAL_STATUSES = ("finished", "failed", "stopped")
 _STOP = object()
-_META_CAP = 1 << 20  # a previous metadata file larger than this is not ours: ignored
-_TAIL_BYTES = 64 << 10  # the end of a previous metrics file read for its last segment
+WRITE_CHUNK = 256 << 10  # bytes per write() call
+META_DROPS_S = 2.0  # new drops are written to the metadata at most this often while the run goes on
+META_GIVE_UP_S = 2.0  # close() waits this long for the final metadata when the writer thread is stuck
+# Why records were not written (the metadata's ``drop_causes``; docs/FORMAT.md).
+DROP_CAUSES = (
+    "queue_full_producer",
+    "queue_full_disk",
+    "disk_error",
+    "unwritten_at_close",
+    "unencodable",
+    "after_close",
+)
 
 
 class MonitorWarning(UserWarning):
@@ -109,7 +119,11 @@ class MetricsWriter:
         world_size: number of ranks; default from the launcher's environment.
         config: hyperparameters to store in the run metadata.
         run_name: display name; default is the run directory's name.
-        queue_size: records held while the disk is slow; beyond it records are dropped.
+        queue_size: records held while the writer thread catches up; beyond it records are dropped.
+            Default (None): as many as ``queue_bytes`` of memory hold (measured per record).
+        queue_bytes: memory the queue may hold; default a quarter of the memory available at start
+            (split between up to 8 ranks of a node), at most 768 MiB (about 1.3 million records of
+            ~8 metrics). Ignored with ``queue_size``.
         fsync_interval: seconds between ``fsync`` calls (0 disables).
         extra_meta: further metadata fields (versions, command line overrides, ...).
         upload: also ship this rank's files to object storage, ``"s3://bucket/prefix/exp001"``
@@ -122,6 +136,14 @@ class MetricsWriter:
             Whatever a previous run left on disk (a corrupt metadata file, a directory or a
             FIFO in its place) never raises: the writer starts a new segment after the last
             one it can find, or segment 1.
+
+    One writer per file: while another live writer (this process or another) writes this rank's
+    file, this one writes ``metrics.writer2.jsonl`` (``metrics.writer2.rank3.jsonl``, ...) with its
+    own metadata and the next segment, and warns once (:mod:`monitor_cb.writer_claim`).
+
+    Closing finishes what was accepted: :meth:`close` waits while the writer thread makes progress
+    and gives up only after ``timeout`` seconds without any (a hung disk); the metadata then counts
+    the records not written (``drop_causes``, ``writer_note``).
 
     Values: every numeric scalar (numpy of any width, 0-d arrays, MindSpore Tensor scalars,
     ``Decimal``, ints of any size) is written as a number (``monitor_cb.record.encode_value``);
@@ -145,12 +167,16 @@ class MetricsWriter:
         world_size: int | None = None,
         config: Mapping[str, Any] | None = None,
         run_name: str | None = None,
-        queue_size: int = 10_000,
+        queue_size: int | None = None,
+        queue_bytes: int | None = None,
         fsync_interval: float = 2.0,
         extra_meta: Mapping[str, Any] | None = None,
         upload: Any = None,
     ) -> None:
-        _check_int("queue_size", queue_size, 1)
+        if queue_size is not None:
+            _check_int("queue_size", queue_size, 1)
+        if queue_bytes is not None:
+            _check_int("queue_bytes", queue_bytes, 1)
         if isinstance(fsync_interval, bool) or not isinstance(fsync_interval, (int, float)) or not fsync_interval >= 0:
             raise ValueError(f"fsync_interval must be a number of seconds >= 0 (0 disables), got {fsync_interval!r}")
         if config is not None and not isinstance(config, Mapping):
@@ -160,15 +186,37 @@ class MetricsWriter:
         env_rank, env_size = detect_rank()
         self.rank = env_rank if rank is None else _check_int("rank", rank, 0)
         self.world_size = env_size if world_size is None else _check_int("world_size", world_size, 1)
-        self.path = resolve_metrics_path(log_dir, log_file, self.rank, self.world_size)
-        self.meta_path = meta_path_for(self.path)
-        self.dropped = 0
+        primary = resolve_metrics_path(log_dir, log_file, self.rank, self.world_size)
+        upload_options = _upload_options(upload)  # a wrong URL raises before anything is created
+        self._claim = claim_file(primary)
+        self.path = self._claim.path
+        self.meta_path = self._claim.meta_path
         self.written = 0
+        # Records not written, by cause (DROP_CAUSES); each counter has one thread that adds to it.
+        self._dropped_full = {"producer": 0, "disk": 0}  # caller thread
+        self._dropped_closed = 0  # caller thread
+        self._dropped_io = 0  # writer thread
+        self._dropped_encode = 0  # writer thread
+        self._unwritten = 0  # left in the queue when close() gave up (set once, by whoever finishes last)
         self._fsync_interval = fsync_interval
         # A deque plus a wake-up event: appending is lock-free under the GIL (~30 ns),
         # where queue.Queue.put costs ~0.6 us and contends with the writer thread.
         self._pending: deque[Any] = deque()
-        self._max_pending = queue_size
+        self._budget = None if queue_size is not None else (queue_bytes or queue_budget(world_size=self.world_size))
+        self._record_bytes = float(FIRST_GUESS)
+        self._max_pending = queue_size if queue_size is not None else capacity(self._budget or 0, FIRST_GUESS)
+        self._meter = WriteMeter()
+        self._full_at = -math.inf  # time.monotonic() when the last drop for a full queue was judged
+        self._full_cause = "producer"
+        self._progress = 0  # bumped by the writer thread at every write and batch: close() waits while it moves
+        self._inflight = 0  # records in the write under way
+        self._meta_lock = threading.Lock()
+        self._meta_seq = 0  # snapshots of the metadata taken, and the newest one on disk
+        self._meta_written = 0
+        self._meta_at = 0.0  # time.monotonic() of the last metadata write
+        self._abandoned = False  # close() gave up on the thread
+        self._gave_up = ""  # when it did, for the metadata's note
+        self._finished = False  # the thread wrote its final metadata
         self._wake = threading.Event()
         self._sleeping = False
         self._warned: set[str] = set()
@@ -177,7 +225,20 @@ class MetricsWriter:
         self._torn = False
         self._meta = self._initial_meta(config, run_name, extra_meta)
         self.segment = self._meta["segment"]
-        self.shipper = _start_shipper(self.path, upload)
+        if self._claim.busy:
+            self._warn_once(
+                "busy",
+                f"{primary} is being written by another live writer ({holder_text(self._claim.busy[0])}); "
+                f"this writer writes {self.path.name} (segment {self.segment}) instead",
+            )
+        try:
+            self.shipper = _start_shipper(self.path, upload_options)
+        except BaseException:
+            self._claim.release()
+            raise
+        # Set when the thread ends. Waited on instead of Thread.join: a Ctrl-C that interrupts join() on
+        # CPython 3.11 marks the thread stopped while it still runs, and every later join() returns at once.
+        self._thread_done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"monitor-writer-{self.rank}", daemon=True)
         self._thread.start()
 
@@ -195,7 +256,7 @@ class MetricsWriter:
             self._reject(metrics)
             return
         # The record dict is built on the writer thread: the caller pays only for this tuple.
-        self._put(("rec", (step, time.time(), metrics)))
+        self._put((step, time.time(), metrics))
 
     def log_at(self, t: float, step: int | None = None, **metrics: Any) -> None:
         """Like :meth:`log`, with the record's wall-clock time given (imports, replays, samples).
@@ -209,7 +270,7 @@ class MetricsWriter:
         if self._closed or not RESERVED_KEYS.isdisjoint(metrics):
             self._reject(metrics)
             return
-        self._put(("rec", (step, stamp, metrics)))
+        self._put((step, stamp, metrics))
 
     def log_dict(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Queue one record from a mapping (keys may contain characters kwargs cannot).
@@ -229,18 +290,35 @@ class MetricsWriter:
         bad = RESERVED_KEYS.intersection(metrics)
         if bad:
             raise ValueError(f"metric names {sorted(bad)} are reserved by the record format")
-        self.dropped += 1
+        self._dropped_closed += 1
         self._warn_once("closed", f"MetricsWriter for {self.path} is closed; record dropped")
+
+    @property
+    def dropped(self) -> int:
+        """Records accepted by ``log()`` and not written, whatever the cause (the metadata's ``dropped_records``)."""
+        return sum(self.drop_causes().values())
+
+    def drop_causes(self) -> dict[str, int]:
+        """Records not written, by cause (every key of :data:`DROP_CAUSES`)."""
+        return {
+            "queue_full_producer": self._dropped_full["producer"],
+            "queue_full_disk": self._dropped_full["disk"],
+            "disk_error": self._dropped_io,
+            "unwritten_at_close": self._unwritten,
+            "unencodable": self._dropped_encode,
+            "after_close": self._dropped_closed,
+        }
 
     def update_meta(self, **fields: Any) -> None:
         """Merge fields into the run metadata (written off the calling thread; values as for ``config``)."""
-        self._put(("meta", fields))
+        self._put_control(("meta", fields))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything queued so far is on disk; False on timeout."""
         done = threading.Event()
-        if not self._put(("flush", done)):
+        if self._closed:
             return False
+        self._put_control(("flush", done))
         return done.wait(timeout)
 
     def close(
@@ -250,11 +328,13 @@ class MetricsWriter:
         timeout: float = 5.0,
         end_time: float | None = None,
     ) -> None:
-        """Write the final status and stop the writer thread.
+        """Write what was accepted, then the final status, and stop the writer thread.
 
-        Waits at most ``timeout`` seconds so a hung filesystem cannot hang the end
-        of training; anything still queued then is counted as dropped. ``end_time``
-        defaults to now (imports and samples pass the original one).
+        Waits as long as the writer thread makes progress (a burst of a million records takes
+        seconds to drain), and gives up only after ``timeout`` seconds without any: a hung
+        filesystem cannot hang the end of training. The metadata then still ends with the final
+        status, and says how many records were not written (``drop_causes.unwritten_at_close``,
+        ``writer_note``). ``end_time`` defaults to now (imports and samples pass the original one).
         """
         if self._closed:
             return
@@ -265,12 +345,65 @@ class MetricsWriter:
         self._pending.append(("meta", final))  # past the bound on purpose: the final status matters
         self._pending.append(_STOP)
         self._wake.set()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            self.dropped += sum(1 for item in list(self._pending) if item is not _STOP and item[0] == "rec")
-            self._warn_once("hung", f"metrics writer for {self.path} did not finish in {timeout}s")
+        try:
+            if not self._wait_for_thread(timeout):
+                self._give_up(
+                    final, f"after {timeout:g} s without progress", f"the disk made no progress for {timeout}s"
+                )
+        except KeyboardInterrupt:  # Ctrl-C during a long drain: say what was left, then stop as asked
+            self._give_up(final, "when interrupted", "close() was interrupted")
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops the wait
+                # it ends its batch and writes the true counts (it is not stuck): wait for that, or the process
+                # may exit with the metadata counting fewer lines than the file holds (a loaded machine took > 1 s)
+                self._thread_done.wait(max(timeout, 1.0))
+            self._claim.release()
+            raise
+        self._claim.release()
         if self.shipper is not None:
             self.shipper.close()  # bounded by its close_timeout_s; warns how to finish if the network is down
+
+    def _wait_for_thread(self, timeout: float) -> bool:
+        """Join the writer thread while it makes progress; False after ``timeout`` s without any."""
+        seen = self._progress
+        idle_since = time.monotonic()
+        while True:
+            if self._thread_done.wait(max(0.0, min(0.25, timeout))):
+                return True
+            now = time.monotonic()
+            if self._progress != seen:
+                seen, idle_since = self._progress, now
+            elif now - idle_since >= timeout:
+                return False
+
+    def _give_up(self, final: dict[str, Any], when: str, why: str) -> None:
+        """The thread is stuck (a hung disk): write the final metadata from here, counting what is left.
+
+        If the thread ever returns, it writes nothing more but the metadata, with the counts then true.
+        """
+        with self._meta_lock:
+            if self._finished:
+                return
+            self._abandoned = True
+            self._gave_up = f"{when} (it then finished its write)"
+            queued = sum(1 for item in list(self._pending) if type(item) is tuple and len(item) == 3)
+            self._unwritten = self._inflight + queued
+            meta = dict(self._meta)
+            meta.update(_encode_meta(final))
+            note = _give_up_note(self._unwritten, when)
+            self._meta["writer_note"] = note
+            meta["writer_note"] = note
+            self._count_into(meta)
+            self._meta_seq += 1
+            seq = self._meta_seq
+        self._warn_once(
+            "hung",
+            f"metrics writer for {self.path}: {why}; {self._unwritten:,} records were not written "
+            f"({self.written:,} were); the metadata says so",
+        )
+        # The metadata may sit on the same hung disk: written from a helper thread, waited for a moment.
+        helper = threading.Thread(target=self._replace_meta, args=(meta, seq), name="monitor-writer-meta", daemon=True)
+        helper.start()
+        helper.join(META_GIVE_UP_S)
 
     def __enter__(self) -> MetricsWriter:
         return self
@@ -284,20 +417,45 @@ class MetricsWriter:
             self.close("failed", reason=f"{exc_type.__name__}: {exc}")
 
     # ------------------------------------------------------------ caller thread
-    def _put(self, item: Any) -> bool:
-        if len(self._pending) >= self._max_pending:
-            self.dropped += 1
-            self._warn_once(
-                "full",
-                f"metrics writer queue full ({self._max_pending}): the disk under {self.path} "
-                "is too slow or hung; dropping records, training continues",
-            )
-            return False
+    def _put(self, record: tuple[int | None, float, Any]) -> None:
+        pending = self._pending
+        if len(pending) >= self._max_pending:
+            self._queue_full()
+            return
+        pending.append(record)
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
+
+    def _put_control(self, item: tuple[str, Any]) -> None:
+        """A metadata update or flush: past the bound (they are few, and losing one would lose a status)."""
         self._pending.append(item)
         if self._sleeping:
             self._sleeping = False
             self._wake.set()
-        return True
+
+    def _queue_full(self) -> None:
+        """Count a record dropped for a full queue, blamed on the disk or the producer (judged once a second)."""
+        now = time.monotonic()
+        if now - self._full_at > 1.0:  # judged anew every second of drops
+            self._full_at = now
+            verdict = self._meter.diagnose(now)
+            self._full_cause = verdict.cause
+            size = f"{self._max_pending:,} records" + (
+                f", {self._budget / 2**20:,.0f} MiB" if self._budget is not None else ""
+            )
+            if verdict.cause == "disk":
+                message = (
+                    f"metrics writer queue full ({size}): the disk under {self.path.parent} is slow or hung "
+                    f"({verdict.detail}); dropping records, training continues"
+                )
+            else:
+                message = (
+                    f"metrics writer queue full ({size}): records are logged faster than the writer thread "
+                    f"can write them ({verdict.detail}); dropping records, training continues"
+                )
+            self._warn_once(f"full:{verdict.cause}", message)
+        self._dropped_full[self._full_cause] += 1
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -310,8 +468,8 @@ class MetricsWriter:
         run_name: str | None,
         extra: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        previous = _read_json(self.meta_path)
-        segment = min(max(_segment_in(previous), _last_segment(self.path)) + 1, SEG_LIMIT - 1)
+        previous = read_json(self.meta_path)
+        segment = self._claim.segment
         now = time.time()
         first_start = previous.get("first_start_time")
         if isinstance(first_start, bool) or not isinstance(first_start, (int, float)) or not math.isfinite(first_start):
@@ -334,26 +492,42 @@ class MetricsWriter:
             "metrics_file": self.path.name,
             "config": _encode_meta(dict(config or {})),
             "dropped_records": 0,
+            "drop_causes": dict.fromkeys(DROP_CAUSES, 0),
+            "writer_note": None,
         }
         meta.update(_encode_meta(dict(extra or {})))
         return meta
 
     # ------------------------------------------------------------ writer thread
     def _run(self) -> None:
+        try:
+            self._run_batches()
+        finally:
+            self._thread_done.set()
+
+    def _run_batches(self) -> None:
         self._open()
         self._write_meta()
         last_sync = time.monotonic()
         while True:
             batch = self._next_batch()
+            if self._abandoned:  # close() gave up while this thread was stuck: nothing more is written
+                self._discard(batch)
+                break
             try:
                 stop = self._handle_batch(batch)
             except Exception as exc:  # noqa: BLE001 - the thread must live on, or the queue fills and close() waits
                 self._warn_once("thread", f"metrics writer for {self.path}: unexpected error {exc!r}; continuing")
                 stop = any(item is _STOP for item in batch)
-            if self._fd is not None and self._fsync_interval and time.monotonic() - last_sync > self._fsync_interval:
+            self._progress += 1
+            now = time.monotonic()
+            if self._fd is not None and self._fsync_interval and now - last_sync > self._fsync_interval:
                 with contextlib.suppress(OSError):
                     os.fsync(self._fd)
                 last_sync = time.monotonic()
+            self._claim.heartbeat(now)
+            if not stop and now - self._meta_at > META_DROPS_S and self.dropped != self._meta["dropped_records"]:
+                self._write_meta()  # readers learn of drops while the run goes on, not only at its end
             if stop:
                 break
         self._finish()
@@ -364,6 +538,7 @@ class MetricsWriter:
             self._sleeping = True
             if not pending:  # re-check after announcing sleep: no lost wake-up
                 self._wake.wait(0.5)
+                self._claim.heartbeat()  # the lock stays fresh through a long pause in logging
             self._sleeping = False
             self._wake.clear()
         batch = []
@@ -372,31 +547,57 @@ class MetricsWriter:
         return batch
 
     def _handle_batch(self, batch: list[Any]) -> bool:
+        started = time.perf_counter()
         lines: list[bytes] = []
         stop = False
         meta_changed = False
         events: list[threading.Event] = []
+        sampled = False
         for item in batch:
             if item is _STOP:
                 stop = True
                 continue
-            kind, payload = item
-            if kind == "rec":
-                line = self._encode(*payload)
+            if len(item) == 3:
+                if not sampled:  # one record a batch tells what the queue's records weigh
+                    sampled = True
+                    self._measure(item)
+                line = self._encode(*item)
                 if line is not None:
                     lines.append(line)
-            elif kind == "meta":
+                continue
+            kind, payload = item
+            if kind == "meta":
                 self._meta.update(_encode_meta(payload))
                 meta_changed = True
             elif kind == "flush":
                 events.append(payload)
+        encoded = time.perf_counter()
         if lines:
             self._append(b"".join(lines), len(lines))
+        self._meter.add(len(lines), encoded - started, time.perf_counter() - encoded)
         if meta_changed:
             self._write_meta()
         for event in events:
             event.set()
         return stop
+
+    def _measure(self, record: tuple[Any, float, Any]) -> None:
+        """Resize a memory-sized queue from one record's measured size (smoothed; a larger one counts at once)."""
+        if self._budget is None:
+            return
+        size = record_bytes(record)
+        measured = self._progress > 0 or self.written > 0  # else the first guess: replaced
+        self._record_bytes = max(size, 0.9 * self._record_bytes + 0.1 * size) if measured else size
+        self._max_pending = capacity(self._budget, self._record_bytes)
+
+    def _discard(self, batch: list[Any]) -> None:
+        """After close() gave up: count the records left (not written), keep the final status."""
+        rest = batch + list(self._pending)
+        self._pending.clear()
+        self._unwritten = sum(1 for item in rest if type(item) is tuple and len(item) == 3)
+        for item in rest:
+            if type(item) is tuple and len(item) == 2 and item[0] == "meta":
+                self._meta.update(_encode_meta(item[1]))
 
     def _encode(self, step: int | None, stamp: float, metrics: Mapping[str, Any]) -> bytes | None:
         """One record as a line; a value that cannot be written leaves only its key out (warned once per key)."""
@@ -419,7 +620,7 @@ class MetricsWriter:
                         encoded[key] = fixed
                 line = _dumps_line(encoded)
         except Exception as exc:  # noqa: BLE001 - never raise into training
-            self.dropped += 1
+            self._dropped_encode += 1
             self._warn_once("encode", f"could not encode a metrics record: {exc!r}; record dropped")
             return None
         for key, why in dropped:
@@ -445,17 +646,22 @@ class MetricsWriter:
 
     def _append(self, data: bytes, count: int) -> None:
         if self._fd is None:
-            self.dropped += count
+            self._dropped_io += count
             return
         prefix = b"\n" if self._torn else b""
         data = prefix + data
         written = 0
+        view = memoryview(data)
+        self._inflight = count
         try:
             while written < len(data):  # short writes happen on full disks and signals
-                more = os.write(self._fd, data[written:])
+                # At most WRITE_CHUNK a call, so close() sees a slow disk progress between calls.
+                self._meter.write_started = time.monotonic()
+                more = os.write(self._fd, view[written : written + WRITE_CHUNK])
                 if more == 0:
                     raise OSError(errno.ENOSPC, "short write")
                 written += more
+                self._progress += 1
             self._torn = False
             self.written += count
             if self.shipper is not None:
@@ -465,18 +671,43 @@ class MetricsWriter:
             landed = data[len(prefix) : written].count(b"\n") if written > len(prefix) else 0
             self._torn = data[written - 1 : written] != b"\n" if written > 0 else bool(prefix)
             self.written += landed
-            self.dropped += count - landed
+            self._dropped_io += count - landed
             self._warn_once("write", f"cannot write metrics to {self.path} ({exc}); records dropped")
+        finally:
+            self._inflight = 0
+            self._meter.write_started = None
 
     def _write_meta(self) -> None:
         if self._fd is None and not self.written:
             return  # nothing could be opened: there is no stream to describe
-        self._meta["dropped_records"] = self.dropped
-        self._meta["written_records"] = self.written
-        tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}.tmp")
+        with self._meta_lock:
+            self._count_into(self._meta)
+            meta = dict(self._meta)
+            self._meta_seq += 1
+            seq = self._meta_seq
+        self._meta_at = time.monotonic()
+        self._replace_meta(meta, seq)
+
+    def _count_into(self, meta: dict[str, Any]) -> None:
+        """The counts as of now into ``meta`` (``written_records`` stays its last key)."""
+        causes = self.drop_causes()
+        meta["dropped_records"] = sum(causes.values())
+        meta["drop_causes"] = causes
+        meta.pop("written_records", None)
+        meta["written_records"] = self.written
+
+    def _replace_meta(self, meta: dict[str, Any], seq: int) -> None:
+        """Write ``meta`` atomically (temp file + rename; the temp name is this thread's own), unless a
+        newer snapshot (a larger ``seq``) was written first: close() and a late writer thread may race."""
+        tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            tmp.write_bytes(json.dumps(self._meta, indent=1, allow_nan=False).encode())
-            os.replace(tmp, self.meta_path)
+            tmp.write_bytes(json.dumps(meta, indent=1, allow_nan=False).encode())
+            with self._meta_lock:
+                if seq < self._meta_written:
+                    tmp.unlink()
+                    return
+                os.replace(tmp, self.meta_path)
+                self._meta_written = seq
             if self.shipper is not None:
                 self.shipper.poke()
         except Exception as exc:  # noqa: BLE001 - OSError mostly; whatever it is, training goes on
@@ -485,6 +716,9 @@ class MetricsWriter:
             self._warn_once("meta", f"cannot write run metadata {self.meta_path} ({exc})")
 
     def _finish(self) -> None:
+        if self._abandoned:  # returned after close() gave up: the true counts first, the process may be exiting
+            self._meta["writer_note"] = _give_up_note(self._unwritten, self._gave_up, "left in the queue ")
+            self._write_meta()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._fd)
@@ -492,15 +726,31 @@ class MetricsWriter:
                 os.close(self._fd)
             self._fd = None
         self._write_meta()
+        with self._meta_lock:
+            self._finished = True
 
 
-def _start_shipper(path: Path, upload: Any) -> Any:
-    """The background uploader of this rank's files, or None (fsspec is imported only when asked)."""
+def _give_up_note(unwritten: int, when: str, which: str = "") -> str:
+    """The metadata's ``writer_note`` when close() gave up on the writer thread."""
+    return f"close() gave up on the writer thread {when}: {unwritten:,} records {which}were not written"
+
+
+def _upload_options(upload: Any) -> Any:
+    """The checked :class:`~monitor_cb.storage.shipper.UploadOptions`, or None (fsspec is imported only when asked)."""
     if upload is None or upload is False:
         return None
-    from monitor_cb.storage.shipper import Shipper, UploadOptions
+    from monitor_cb.storage.shipper import UploadOptions
 
-    return Shipper(path.parent, UploadOptions.coerce(upload), files=lambda: [path]).start()
+    return UploadOptions.coerce(upload)
+
+
+def _start_shipper(path: Path, options: Any) -> Any:
+    """The background uploader of this rank's files, or None."""
+    if options is None:
+        return None
+    from monitor_cb.storage.shipper import Shipper
+
+    return Shipper(path.parent, options, files=lambda: [path]).start()
 
 
 def _safe_argv(argv: list[str]) -> list[str]:
@@ -554,76 +804,7 @@ def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
         return {"unreadable_fields": f"{type(exc).__name__}: {exc}"[:200]}
 
 
-def _read_regular(path: Path, cap: int, tail: bool = False) -> bytes | None:
-    """A regular file's bytes (its last ``cap`` with ``tail``); None for anything else.
-
-    Opened without blocking (a FIFO in place of the file) and checked to be a regular file
-    (a directory, a device); a file over ``cap`` bytes is refused unless ``tail``.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (st.st_size > cap and not tail):
-            return None
-        start = max(st.st_size - cap, 0)
-        return os.pread(fd, st.st_size - start, start)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    """A previous metadata file as a dict; {} when it is missing, not a regular file, too big or not JSON."""
-    data = _read_regular(path, _META_CAP)
-    if not data:
-        return {}
-    try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def _segment_in(meta: Mapping[str, Any]) -> int:
-    """The segment a previous metadata file names; 0 when it names none we can trust."""
-    value = meta.get("segment")
-    return value if type(value) is int and 0 < value < SEG_LIMIT else 0
-
-
-def _last_segment(path: Path) -> int:
-    """The largest valid ``seg`` among the last lines of a previous metrics file (0 when none).
-
-    The metadata file can be lost or corrupt while the metrics survive; a new writer must
-    still start a later segment, or the reader would file its records under an older one.
-    """
-    data = _read_regular(path, _TAIL_BYTES, tail=True)
-    if not data:
-        return 0
-    found = 0
-    for line in data.split(b"\n")[1:] if len(data) >= _TAIL_BYTES else data.split(b"\n"):
-        if b'"seg"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        seg = record.get("seg") if isinstance(record, dict) else None
-        if type(seg) is int and 0 < seg < SEG_LIMIT:
-            found = max(found, seg)
-    return found
-
-
 def _ends_without_newline(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0:
-                return False
-            handle.seek(size - 1)
-            return handle.read(1) != b"\n"
-    except OSError:
-        return False
+    """Whether a previous metrics file ends in a torn line (read without blocking: a FIFO there says no)."""
+    last = read_regular(path, 1, tail=True)
+    return bool(last) and last != b"\n"

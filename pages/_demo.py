@@ -61,7 +61,17 @@ def demo_sidebar(root: Path, store: Any) -> None:
 
 
 def show_empty_bucket(root: Any, store: Any) -> None:
-    """A log root on object storage without runs: how to ship one there; wait for the first run."""
+    """A log root on object storage without runs: how to ship one there; wait for the first run.
+
+    A prefix that holds no object at all is said so: it may be mistyped.
+    """
+    remote = getattr(store, "remote", None)
+    if remote is not None and remote.holds_nothing():
+        st.warning(
+            f"Nothing is stored under `{escape_code(str(root))}`: check the bucket's prefix for a typo "
+            "(the bucket exists; runs are listed as soon as one arrives there).",
+            icon=":material/search_off:",
+        )
     st.info(
         f"No runs under `{escape_code(str(root))}` yet. Ship runs there from the training nodes with "
         '`LiveMonitor(..., upload="s3://bucket/prefix/RUN")` or `python -m monitor_cb sync LOCAL_RUN URL` '

@@ -280,24 +280,27 @@ def sidebar_badge(findings: Sequence[Any], where: Any = None) -> str:
 
 # ----------------------------------------------------------------------------- thresholds form
 def diagnosis_settings_form(
-    root: str | os.PathLike[str], *, key: str = "diag", sidebar: bool = False
+    root: str | os.PathLike[str], *, key: str = "diag", sidebar: bool = False, editable: bool = True
 ) -> DiagnosisSettings:
     """A form with every detector's switch and thresholds; Save writes ``<root>/.monitor/diagnosis.json``.
 
     Built from ``dataclasses.fields(DiagnosisSettings)`` (via ``settings_groups``) with ``HELP`` as
     the tooltips. Problems reading the saved file are shown as warnings. Returns the settings now saved.
+    Not ``editable`` (a read-only dashboard): the same values, disabled, and no Save or Reset at all,
+    so no message from a browser can reach the code that writes the file.
     """
     settings, problems = load_settings_checked(root)
     box = st.sidebar if sidebar else st.container()
     with box:
         for problem in problems:
             st.warning(escape_markdown(problem), icon=":material/warning:")
-        with st.form(f"{key}_form", border=True):
+        frame = st.form(f"{key}_form", border=True) if editable else st.container(border=True, key=f"{key}_readonly")
+        with frame:
             st.caption(
                 f"Saved in `{escape_code(str(settings_path(root)))}`; they apply to every run under this "
                 "log root, on the dashboard and in the watcher."
             )
-            _kind_switches(settings, key)
+            _kind_switches(settings, key, editable)
             for group in settings_groups():
                 if not group.fields:
                     continue
@@ -305,7 +308,9 @@ def diagnosis_settings_form(
                     cols = st.columns(2 if not sidebar else 1)
                     for i, field in enumerate(group.fields):
                         with cols[i % len(cols)]:
-                            _number_input(field, getattr(settings, field.name), key)
+                            _number_input(field, getattr(settings, field.name), key, editable)
+            if not editable:
+                return settings
             save, reset = st.columns(2)
             save.form_submit_button("Save", type="primary", on_click=_on_save, args=(str(root), key))
             reset.form_submit_button("Reset to defaults", on_click=_on_reset, args=(str(root), key))
@@ -316,17 +321,27 @@ def diagnosis_settings_form(
     return settings
 
 
-def _kind_switches(settings: DiagnosisSettings, key: str) -> None:
+def _kind_switches(settings: DiagnosisSettings, key: str, editable: bool = True) -> None:
     st.markdown("**Detectors**")
     cols = st.columns(3)
     for i, kind in enumerate(KINDS):
-        cols[i % 3].toggle(kind_title(kind), value=settings.enabled(kind), key=f"{key}_on_{kind}")
+        cols[i % 3].toggle(
+            kind_title(kind), value=settings.enabled(kind), key=f"{key}_on_{kind}", disabled=not editable
+        )
 
 
-def _number_input(field: Any, value: Any, key: str) -> None:
+def _number_input(field: Any, value: Any, key: str, editable: bool = True) -> None:
     label = LABELS.get(field.name, field.name)  # plain words; the setting's name stays in the key and the file
     if field.integer:
-        st.number_input(label, min_value=1, value=int(value), step=1, key=f"{key}_{field.name}", help=_help(field.name))
+        st.number_input(
+            label,
+            min_value=1,
+            value=int(value),
+            step=1,
+            key=f"{key}_{field.name}",
+            help=_help(field.name),
+            disabled=not editable,
+        )
     else:
         st.number_input(
             label,
@@ -336,6 +351,7 @@ def _number_input(field: Any, value: Any, key: str) -> None:
             format="%g",
             key=f"{key}_{field.name}",
             help=_help(field.name),
+            disabled=not editable,
         )
 
 

@@ -47,6 +47,14 @@ def log_root() -> Path:
     return resolve_logdir(sys.argv[1:], os.environ)
 
 
+def settings_access() -> Any:
+    """Who may change the Settings page (:mod:`monitor_cb.dashboard.access`): ``--read-only-settings``
+    after ``--`` on the ``streamlit run`` line, ``$MONITOR_READ_ONLY_SETTINGS``, ``$MONITOR_SETTINGS_ADMIN_TOKEN``."""
+    from monitor_cb.dashboard.access import settings_access as _access
+
+    return _access(sys.argv[1:], os.environ)
+
+
 @st.cache_resource(show_spinner=False)
 def _store(root: str) -> Any:
     from monitor_cb.ingest import RunStore
@@ -92,9 +100,26 @@ def list_runs(store: Any) -> list[Any]:
         st.error(f"Cannot read the log root: {md(redact(exc))}")
         st.stop()
     remote = getattr(store, "remote", None)
+    if remote is not None and remote.last_error and not runs:  # never read: an error, not "no runs yet"
+        st.error(
+            f"Cannot read the log root: {md(redact(remote.last_error))}. Reload the page to try again.",
+            icon=":material/cloud_off:",
+        )
+        st.stop()
     if remote is not None and remote.last_error:  # showing what was read before; the next refresh retries
         st.sidebar.warning(f"Object store unreachable: {md(redact(remote.last_error))}", icon=":material/cloud_off:")
+    show_skipped(store)
     return runs
+
+
+def show_skipped(store: Any) -> None:
+    """Sidebar: the files of the root not read because they are unsafe ("skipped PATH: reason"), as plain text
+    (paths are user text: never Markdown, never a link); the other runs are shown as usual."""
+    notes = store.skipped_files() if hasattr(store, "skipped_files") else []
+    if not notes:
+        return
+    with st.sidebar.expander(f"{len(notes)} file(s) of the log root skipped", icon=":material/block:"):
+        st.text("\n".join(notes[:50]) + (f"\n… and {len(notes) - 50} more" if len(notes) > 50 else ""))
 
 
 def md(text: Any) -> str:

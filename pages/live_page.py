@@ -36,6 +36,7 @@ from monitor_cb.dashboard.thresholds import parse_thresholds
 from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
 from monitor_cb.demo.launcher import demo_running
 from monitor_cb.ingest.badnote import bad_lines_note
+from monitor_cb.ingest.dropnote import WriterDrops, drop_note
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _findings, _shared
 from pages._demo import demo_sidebar, show_empty_root
@@ -454,6 +455,13 @@ def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetim
     return (x_kind, lo, hi, a, b)
 
 
+def show_drops(run: Any) -> None:
+    """The records this run's writers accepted and never wrote (the metadata's count; plain text)."""
+    note = drop_note(getattr(run, "drops", WriterDrops()))
+    if note:
+        st.warning(_shared.md(f"{note}."), icon=":material/warning:")
+
+
 def show(data: LiveData) -> None:
     """Draw the KPI row, one line about the findings, the charts, then the findings one line each.
 
@@ -465,6 +473,7 @@ def show(data: LiveData) -> None:
     note = bad_lines_note(getattr(data.run, "bad_lines", 0), getattr(data.run, "partial_lines", 0))
     if note:
         st.warning(f"In this run's files: {note}.", icon=":material/warning:")
+    show_drops(data.run)
     if data.run.status in ("failed", "stopped", "crashed") and getattr(data.run, "reason", None):
         reason = str(data.run.reason)
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "

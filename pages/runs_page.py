@@ -37,6 +37,7 @@ from monitor_cb.dashboard.runs_view import (
     sweep_columns,
 )
 from monitor_cb.dashboard.summary_view import summary_display
+from monitor_cb.ingest.dropnote import drop_note
 from pages import _shared
 from pages._demo import show_empty_root
 
@@ -82,6 +83,7 @@ def runs_page() -> None:
     if result.left:
         note += f" · statistics of {result.left:,} runs still being read"
     st.caption(note)
+    show_drops(runs, result)
     table_tab, sweeps_tab = st.tabs(["Table", "Sweeps"])
     with table_tab:
         picked = show_table(result, now)
@@ -189,6 +191,18 @@ def sort_controls(result: RunsView) -> None:
 
 
 # ----------------------------------------------------------------------------- table
+def show_drops(runs: Sequence[Any], result: RunsView) -> None:
+    """One warning naming the shown runs whose writers dropped records (names escaped: plain text)."""
+    shown = set(result.shown.ids)
+    notes = [(info.name or info.id, drop_note(info.drops)) for info in runs if info.id in shown and info.drops]
+    if not notes:
+        return
+    lines = [f"{_shared.md(name)}: {_shared.md(note)}" for name, note in notes[:10]]
+    if len(notes) > 10:
+        lines.append(f"and {len(notes) - 10} more runs (the dropped column)")
+    st.warning("  \n".join(lines), icon=":material/warning:")
+
+
 def show_table(result: RunsView, now: float) -> list[str]:
     """The runs, one selectable row each; returns the ids of the selected rows."""
     frame = page_table(result, now)
@@ -253,7 +267,7 @@ def show_groups(result: RunsView) -> None:
     key = st.session_state.get(K_GROUP)
     if key in (None, NO_GROUP) or not len(result.shown.frame):
         return
-    st.subheader(f"Groups by {key}", anchor=False)
+    st.subheader(f"Groups by {_shared.md(key)}", anchor=False)  # a config key: text from a run's file
     table = summary_display(group_table(result.shown, str(key)))
     st.dataframe(table, hide_index=True, width="stretch", key="runs_groups")
 

@@ -45,6 +45,8 @@ TRAINING_SIDE = tuple(
         "mindformers",
         "telemetry",
         "writer",
+        "writer_claim",
+        "writer_queue",
         "extract",
         "guard",
         "timing",

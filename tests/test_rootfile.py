@@ -7,7 +7,16 @@ import os
 
 import pytest
 
-from monitor_cb.rootfile import UnsafeFileError, is_regular, open_regular, read_capped, read_json
+from monitor_cb.rootfile import (
+    UnsafeFileError,
+    create_new,
+    is_regular,
+    open_regular,
+    read_capped,
+    read_json,
+    temp_beside,
+    write_atomic,
+)
 
 
 def test_reads_a_small_regular_file(tmp_path):
@@ -72,3 +81,45 @@ def test_not_json_is_a_value_error(tmp_path):
     path.write_bytes(b"\xff\xfe not json")
     with pytest.raises(ValueError):
         read_json(path, 1024)
+
+
+def test_write_atomic_replaces_a_planted_fifo_or_link_and_never_writes_through(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    os.mkfifo(root / "index.json")
+    (root / "settings.json").symlink_to(victim)
+    for name in ("index.json", "settings.json"):
+        write_atomic(root / name, b"{}")  # a FIFO opened for writing would block; a link would be followed
+        assert (root / name).is_file() and not (root / name).is_symlink()
+        assert (root / name).read_bytes() == b"{}"
+    assert victim.read_text() == "untouched"
+    assert [p.name for p in root.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_temporary_names_cannot_be_planted(tmp_path):
+    """The old temporary names were predictable (pid): a FIFO or a link planted there was written through."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    target = tmp_path / "diagnosis.json"
+    (tmp_path / f".{target.name}.{os.getpid()}.tmp").symlink_to(victim)
+    os.mkfifo(tmp_path / f".{target.name}.{os.getpid()}.0.tmp")
+    fd, tmp = temp_beside(target)
+    os.close(fd)
+    assert tmp.is_file() and not tmp.is_symlink() and tmp.parent == tmp_path
+    assert victim.read_text() == "untouched"
+
+
+def test_create_new_replaces_a_fifo_or_link(tmp_path):
+    victim = tmp_path / "victim.log"
+    victim.write_text("untouched")
+    log = tmp_path / "demo.log"
+    for plant in (lambda: os.mkfifo(log), lambda: log.symlink_to(victim)):
+        plant()
+        fd = create_new(log)
+        os.write(fd, b"out")
+        os.close(fd)
+        assert log.read_bytes() == b"out" and not log.is_symlink()
+        log.unlink()
+    assert victim.read_text() == "untouched"

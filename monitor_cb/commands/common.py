@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,3 +110,13 @@ def stop_on_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def print_skipped(store: RunStore, limit: int = 10) -> None:
+    """The files of the root the store did not read because they are unsafe (a FIFO, a device, a link out
+    of the root, past a cap, a cache whose rows do not match), one ``note:`` line each on stderr."""
+    notes = store.skipped_files()
+    for note in notes[:limit]:
+        print(f"note: {note}", file=sys.stderr)
+    if len(notes) > limit:
+        print(f"note: and {len(notes) - limit} more files skipped", file=sys.stderr)

@@ -6,7 +6,9 @@ checkout's own ``dashboard.py`` when run from a source tree. The checkout's ``.s
 is not there once installed, so its settings are given as flags (:data:`SERVER_OPTIONS`; a test
 keeps the two equal): localhost only, loopback Host names only (``--allowed-hosts`` to add a name
 the dashboard is opened by), headless, no usage statistics, XSRF protection, no file watcher, no
-error details in the browser.
+error details in the browser. ``--token`` and ``--read-only-settings`` reach the server through its
+environment (:data:`ENV_TOKEN`, :data:`ENV_READ_ONLY`), never its command line, which other users
+of the machine can read with ``ps``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
 from monitor_cb.logroot import log_root
+
+ENV_TOKEN = "MONITOR_DASHBOARD_TOKEN"  # read by dashboard.py (monitor_cb.dashboard.tokenguard)
+ENV_READ_ONLY = "MONITOR_READ_ONLY_SETTINGS"  # read by the Settings page
 
 # The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value; a list is
 # given as the flag repeated).
@@ -60,6 +66,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(a reverse proxy's name, this machine's name with --host 0.0.0.0; '*' accepts any: then DNS "
         "rebinding is possible)",
     )
+    parser.add_argument(
+        "--token",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="VALUE|auto",
+        help="require this token (or password) for every page and the WebSocket; 'auto' (the default when "
+        f"given without a value) makes a random one; the link to open is printed at start. Also ${ENV_TOKEN}. "
+        "A value given here shows in 'ps' until the server starts: prefer auto or the variable",
+    )
+    parser.add_argument(
+        "--read-only-settings",
+        action="store_true",
+        help="viewers can see the Settings page but not save thresholds or send test notifications "
+        f"(also ${ENV_READ_ONLY}=1): nobody can switch alerts off from the browser",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,12 +89,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("the dashboard needs Streamlit and plotly: pip install 'monitor-cb[dashboard]'")
     apply_endpoint(args)  # the server inherits it ($MONITOR_ENDPOINT_URL)
     root = log_root(args.logdir)  # a URL comes back without credentials: they never reach a command line
+    host = args.host
     argv = streamlit_argv(
-        app_script(), root if isinstance(root, str) else root.resolve(), args.host, args.port, args.allowed_hosts
+        app_script(), root if isinstance(root, str) else root.resolve(), host, args.port, args.allowed_hosts
     )
+    if host not in ("127.0.0.1", "localhost", "::1") and not (args.token or os.environ.get(ENV_TOKEN)):
+        print(
+            f"warning: listening on {host} without --token: anyone who can reach port {args.port} sees every run "
+            "and can change the settings (see README: 'Who can open the dashboard')",
+            file=sys.stderr,
+        )
     sys.stdout.flush()
-    os.execv(sys.executable, argv)  # the server replaces this process: signals reach it directly
+    os.execve(sys.executable, argv, server_env(os.environ, args.token, args.read_only_settings))
+    # the server replaces this process: signals reach it directly
     return 0  # pragma: no cover - execv does not return
+
+
+def server_env(env: Mapping[str, str], token: str | None, read_only_settings: bool) -> dict[str, str]:
+    """The server's environment: ours, plus the token and the read-only switch when given."""
+    out = dict(env)
+    if token:
+        out[ENV_TOKEN] = token  # "auto" is resolved by the server, which prints the link
+    if read_only_settings:
+        out[ENV_READ_ONLY] = "1"
+    return out
 
 
 def app_script() -> Path:

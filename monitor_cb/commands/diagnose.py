@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from monitor_cb.commands.common import EXIT_FAILURE, EXIT_OK, add_run_arguments, open_run
+from monitor_cb.commands.common import EXIT_FAILURE, EXIT_OK, add_run_arguments, open_run, print_skipped
 
 EXIT_ERROR_FINDING = EXIT_FAILURE
 
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     data = store.read(run_id)
+    print_skipped(store)
     places = read_rank_places(info.path) if len(info.ranks) > 1 else None  # "rank 5 (host h, device 3)"
     findings = diagnose(
         data.frame, settings, status=info.status, last_write=info.last_write, logged=data.masks, places=places

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from monitor_cb.commands.common import UsageError, add_run_arguments, open_run
+from monitor_cb.commands.common import UsageError, add_run_arguments, open_run, print_skipped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     store, run_id = open_run(args)
     data = store.read(run_id, all_segments=args.all_segments)
     frame, masks = data.frame, dict(data.masks)
+    print_skipped(store)
     if args.format == "parquet":
         write_parquet(frame, masks, args.output)
     else:

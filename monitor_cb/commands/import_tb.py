@@ -10,9 +10,7 @@ Only the standard library is imported at module level: ``cli.py`` imports this t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -135,15 +133,13 @@ def _coalesce(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def _set_end_time(meta_path: Path, end: float) -> None:
     """The writer stamps the import's own time as ``end_time``; the run's last event is the truth."""
+    from monitor_cb.rootfile import META_CAP, read_json, write_atomic
+
     try:
-        meta = json.loads(meta_path.read_bytes())
+        meta = read_json(meta_path, META_CAP, root=meta_path.parent)  # just written; still never a FIFO's open
         meta["end_time"] = end
-        tmp = meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(meta, indent=1, allow_nan=False))
-        os.replace(tmp, meta_path)
-    except (OSError, ValueError) as exc:
-        with contextlib.suppress(OSError):
-            meta_path.with_name(f".{meta_path.name}.{os.getpid()}.tmp").unlink()
+        write_atomic(meta_path, json.dumps(meta, indent=1, allow_nan=False).encode())
+    except (OSError, ValueError, TypeError) as exc:  # (write_atomic removes its temporary file)
         print(f"import-tb: could not set end_time in {meta_path}: {exc}", file=sys.stderr)
 
 

@@ -8,8 +8,9 @@ import math
 import sys
 from typing import Any
 
-from monitor_cb.commands.common import add_run_arguments, open_run
+from monitor_cb.commands.common import add_run_arguments, open_run, print_skipped
 from monitor_cb.ingest.badnote import bad_lines_note
+from monitor_cb.ingest.dropnote import WriterDrops, drop_note
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     store, run_id = open_run(args)
     summary = build_summary(store, run_id)
+    print_skipped(store)
     if args.json:
         print(json.dumps(summary, indent=1, allow_nan=False))
     else:
@@ -55,6 +57,8 @@ def build_summary(store: Any, run_id: str) -> dict[str, Any]:
         "last_write": info.last_write,
         "bad_lines": info.bad_lines,
         "partial_lines": info.partial_lines,
+        "dropped_records": info.drops.total,
+        "drop_causes": dict(info.drops.causes),
         "last_values": last,
     }
 
@@ -73,6 +77,9 @@ def _print_text(summary: dict[str, Any]) -> None:
     out.write(f"records    {summary['records']}  steps {summary['first_step']} .. {summary['last_step']}\n")
     note = bad_lines_note(summary["bad_lines"], summary["partial_lines"])
     out.write(f"bad lines  {summary['bad_lines']}{f' ({note})' if note else ''}\n")
+    dropped = drop_note(WriterDrops(summary["dropped_records"], tuple(summary["drop_causes"].items())))
+    if dropped:
+        out.write(f"dropped    {dropped}\n")
     for name, entry in summary["last_values"].items():
         value = entry["value"]
         shown = f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)

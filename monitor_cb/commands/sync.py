@@ -85,9 +85,8 @@ def _report(shipper: object, target: object, local: Path) -> None:
 
 
 def _all_final(local: Path) -> bool:
-    import json
-
     from monitor_cb.record import META_SUFFIX
+    from monitor_cb.rootfile import META_CAP, read_json
     from monitor_cb.storage.shipper import scan_local
 
     metas = scan_local(local, META_SUFFIX)
@@ -95,7 +94,7 @@ def _all_final(local: Path) -> bool:
         return False
     for path in metas:
         try:
-            status = json.loads(path.read_bytes()).get("status")
+            status = read_json(path, META_CAP, root=local).get("status")  # a FIFO there never hangs sync
         except (OSError, ValueError, AttributeError):
             return False
         if status not in ("finished", "failed", "stopped"):

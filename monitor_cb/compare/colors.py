@@ -1,7 +1,7 @@
 """Run colours that a person can tell apart, and that stay with a run while the view changes.
 
 :data:`RUN_PALETTE` holds 24 colours, every pair at least 13 CIEDE2000 apart (the first 12 at
-least 17; :mod:`monitor_cb.compare.colordiff` measures it, the tests check it), none near the red
+least 17; :mod:`monitor_cb.testing.colordiff` measures it, the tests check it), none near the red
 kept for NaN markers and thresholds, all dark enough to read on white. It starts with D3's
 category colours (red left out) and continues with the colours of well-known palettes (Tableau,
 ColorBrewer, Okabe-Ito, Kelly) that are farthest from those already chosen.

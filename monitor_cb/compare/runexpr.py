@@ -19,6 +19,10 @@ comparing a number with a non-numeric string; ``and``/``or``/``not`` use three-v
 (as SQL does with NULL) and a run is kept only when the whole expression is true. ``x == nan``
 is true when ``x`` is NaN (unlike IEEE), so ``loss.last == nan`` finds runs that ended in NaN; a config
 value NaN, which the log format stores as the text ``"NaN"``, counts as NaN too.
+
+Arithmetic stays within a double's range: an integer beyond it (a JSON config may hold one of 4,300
+digits) counts as ±infinity in ``+ - * /``, so ``big*big*big`` neither builds a number Python refuses
+to print (``str()`` of over 4,300 digits raises ValueError) nor costs time per row.
 """
 
 from __future__ import annotations
@@ -137,6 +141,16 @@ def _truth(value: Any) -> bool | None:
     return bool(value)
 
 
+_MAX_BITS = 1024  # a double's range: larger integers are infinity in arithmetic
+
+
+def _bounded(value: float | int) -> float | int:
+    """An integer beyond a double's range as ±infinity; anything else as it is."""
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+        return math.inf if value > 0 else -math.inf
+    return value
+
+
 def _number(value: Any) -> float | int | None:
     if isinstance(value, bool):
         return int(value)
@@ -176,7 +190,13 @@ def compare(op: type[ast.cmpop], left: Any, right: Any) -> bool | None:
 
 def _contains(container: Any, item: Any) -> bool | None:
     if isinstance(container, str):
-        return str(item).lower() in container.lower() if isinstance(item, (str, int, float)) else None
+        if not isinstance(item, (str, int, float)):
+            return None
+        try:
+            text = str(item)
+        except ValueError:  # an integer over Python's 4,300-digit limit for str()
+            return None
+        return text.lower() in container.lower()
     if isinstance(container, (tuple, list)):
         return any(compare(ast.Eq, item, c) is True for c in container)
     return None
@@ -300,7 +320,7 @@ class _Compiler:
             if x is None or y is None:
                 return MISSING
             try:
-                return func(x, y)
+                return _bounded(func(_bounded(x), _bounded(y)))
             except (ZeroDivisionError, OverflowError):
                 return math.nan
 

@@ -7,7 +7,8 @@ functions serve any other front end. Row values come from the ``RunInfo`` list a
 Columns (all names can be typed in a filter expression, see :mod:`monitor_cb.compare.runexpr`):
 
 * ``id``, ``name``, ``status``, ``steps`` (last step), ``duration_s``, ``updated`` (last write, Unix s),
-  ``ranks``, ``records``, ``bad_lines``, ``reason``;
+  ``ranks``, ``records``, ``dropped`` (records the writer accepted and never wrote, from the
+  metadata), ``bad_lines``, ``reason``;
 * ``<metric>.<stat>`` for the key metrics (``loss``, ``eval_loss``, other ``eval_*``) and the chosen
   statistics (default ``last`` and ``best``; ``min``, ``max``, ``best_step`` on demand);
 * the config keys whose values differ between the runs (every key with ``all_config``), flattened
@@ -33,11 +34,23 @@ from monitor_cb.compare.runexpr import compile_filter
 from monitor_cb.compare.runstats import STATS, RunStats, key_metrics
 from monitor_cb.ingest.meta_values import finite_float
 
-BASE_COLUMNS = ("id", "name", "status", "steps", "duration_s", "updated", "ranks", "records", "bad_lines", "reason")
+BASE_COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "steps",
+    "duration_s",
+    "updated",
+    "ranks",
+    "records",
+    "dropped",
+    "bad_lines",
+    "reason",
+)
 DEFAULT_STATS = ("last", "best")
 _ACTIVE = ("running", "stalled")
 _GLOB = set("*?[")
-INT_COLUMNS = ("steps", "ranks", "records", "bad_lines")
+INT_COLUMNS = ("steps", "ranks", "records", "dropped", "bad_lines")
 INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
 
 
@@ -153,6 +166,7 @@ def _base_row(info: Any, run: RunStats, now: float) -> dict[str, Any]:
         "updated": info.last_write or None,
         "ranks": len(info.ranks or ()),
         "records": info.n_records,
+        "dropped": int(getattr(getattr(info, "drops", None), "total", 0) or 0),
         "bad_lines": info.bad_lines,
         "reason": info.reason or "",
     }

@@ -137,15 +137,18 @@ def runs_view(
 def page_table(view: RunsView, now: float) -> pd.DataFrame:
     """The shown rows as text (:func:`~monitor_cb.compare.runs_table.display_table`) without hidden columns
     (``name`` only where some run's name differs from its id): the run, status, steps and duration, then
-    the metrics and config keys, then ranks, records, bad lines and the reason."""
+    the metrics and config keys, then ranks, records, dropped records (only when a run has some), bad lines
+    and the reason."""
     frame = display_table(view.shown, now)
     drop = [c for c in HIDDEN_COLUMNS if c in frame.columns]
     if "name" in frame.columns and list(view.shown.frame["name"]) == list(view.shown.frame["id"]):
         drop.append("name")
+    if "dropped" in frame.columns and not view.shown.frame["dropped"].fillna(0).astype(bool).any():
+        drop.append("dropped")  # shown only when a writer lost records
     frame = frame.drop(columns=drop)
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
     first = [c for c in ("id", "name", "status", "steps", "duration_s") if c in frame.columns]
-    last = [c for c in ("ranks", "records", "bad_lines", "reason") if c in frame.columns]
+    last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]
 

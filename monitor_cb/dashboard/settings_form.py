@@ -145,11 +145,12 @@ class NotifyStatus:
     """Where the notification settings come from and what they say.
 
     Attributes:
-        path: the settings file found (``$MONITOR_NOTIFY_CONFIG`` or ``<root>/.monitor/notify.toml``), or None.
-        suggested: where to create one when there is none.
+        path: the settings file found (``$MONITOR_NOTIFY_CONFIG`` or ``~/.config/monitor_cb/notify.toml``), or None.
+        suggested: where to create one when there is none (the user's config folder, never the log root).
         from_env: whether ``path`` came from ``$MONITOR_NOTIFY_CONFIG``.
         config: the parsed :class:`~monitor_cb.notify.config.NotifyConfig`, or None (no file, or an error).
         error: why the file could not be used (secrets never in it), or None.
+        ignored: a note that ``LOGROOT/.monitor/notify.toml`` exists and is not used, or None.
     """
 
     path: Path | None
@@ -157,6 +158,7 @@ class NotifyStatus:
     from_env: bool
     config: Any | None
     error: str | None
+    ignored: str | None = None
 
     @property
     def channels(self) -> list[dict[str, str]]:
@@ -165,23 +167,26 @@ class NotifyStatus:
 
 
 def notify_status(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> NotifyStatus:
-    """Look up and read the notification settings the way the watcher does; never raises."""
-    from monitor_cb.notify.config import ENV_CONFIG, ConfigError, find_config, load_config
+    """Look up and read the notification settings the way the watcher does; never raises.
+
+    Only the user's own configuration counts (:mod:`monitor_cb.notify.trust`): a file in the log root
+    is reported in ``ignored`` and never read, so "Send test notification" cannot run what it says.
+    """
+    from monitor_cb.notify.config import ENV_CONFIG, ConfigError, find_config, ignored_root_settings, load_config
+    from monitor_cb.notify.trust import suggested_user_file
 
     env = os.environ if env is None else env
-    suggested = Path(root) / ".monitor" / "notify.toml"
+    suggested = suggested_user_file(env)
     from_env = bool(env.get(ENV_CONFIG))
-    try:
-        path = find_config(root, env)
-    except ConfigError as exc:  # the file under the root leads outside it: named, never read
-        return NotifyStatus(suggested, suggested, from_env, None, str(exc))
+    ignored = ignored_root_settings(root, env)
+    path = find_config(root, env)
     if path is None:
-        return NotifyStatus(None, suggested, from_env, None, None)
+        return NotifyStatus(None, suggested, from_env, None, None, ignored)
     try:
         config = load_config(path, env)
     except ConfigError as exc:
-        return NotifyStatus(path, suggested, from_env, None, str(exc))
-    return NotifyStatus(path, suggested, from_env, config, None)
+        return NotifyStatus(path, suggested, from_env, None, str(exc), ignored)
+    return NotifyStatus(path, suggested, from_env, config, None, ignored)
 
 
 def channel_rows(described: list[Mapping[str, Any]]) -> list[dict[str, str]]:

@@ -6,8 +6,8 @@ cosine (:func:`warmup_cosine`), and the loss falls along a power law of the lr's
 decaying bump (:func:`bumps`) and the input pipeline the odd slow step (:func:`hiccups`).
 
 Users: :mod:`monitor_cb.demo.samples` (files for the dashboard's embedded default),
-:mod:`monitor_cb.demo.synthetic` (labelled single-rank runs) and
-:mod:`monitor_cb.demo.synthetic_ranks` (8-rank runs). Each picks its own parameters and noise;
+:mod:`monitor_cb.testing.synthetic` (labelled single-rank runs) and
+:mod:`monitor_cb.testing.synthetic_ranks` (8-rank runs). Each picks its own parameters and noise;
 the functions that take a generator draw from it in a fixed order, so a seed gives the same run.
 """
 

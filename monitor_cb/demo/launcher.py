@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor_cb.ingest.hidden import hidden_path
+from monitor_cb.ingest.hidden import hidden_path, read_hidden
+from monitor_cb.rootfile import STATE_CAP, create_new, open_regular, write_atomic
 
 DEMO_STEPS = 600
 DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes
@@ -68,7 +69,7 @@ def demo_state(root: Path) -> DemoState | None:
     """The demo last started on ``root`` (by any dashboard), or None."""
     try:
         path, log = _pid_file(root), hidden_path(root, "demo.log")  # the log's place is ours, not the file's
-        info = json.loads(path.read_text())
+        info = json.loads(read_hidden(root, path.name, STATE_CAP))
         pid, name, started = int(info["pid"]), str(info["name"]), float(info["started"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -118,7 +119,7 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
         path, log = _pid_file(root), hidden_path(root, "demo.log")
         path.parent.mkdir(parents=True, exist_ok=True)
         name = time.strftime("demo-%Y%m%d-%H%M%S")
-        with open(log, "wb") as out:
+        with os.fdopen(create_new(log), "wb") as out:  # a FIFO or link planted as the log is replaced
             proc = subprocess.Popen(
                 demo_command(root, name, steps),
                 stdin=subprocess.DEVNULL,
@@ -128,9 +129,8 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
                 close_fds=True,
             )
         _PROCS[str(path)] = proc
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}))
-        os.replace(tmp, path)
+        info = {"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}
+        write_atomic(path, json.dumps(info).encode())
         return DemoState(proc.pid, name, log, time.time(), True)
 
 
@@ -148,11 +148,8 @@ def stop_demo(root: Path) -> bool:
 
 def log_tail(path: Path, max_bytes: int = 3000) -> str:
     """The end of the demo's output, for a failed start."""
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - max_bytes))
-        return f.read().decode("utf-8", "replace")
+    with contextlib.suppress(OSError), open_regular(path, root=path.parent.parent) as (fd, st):
+        return os.pread(fd, max_bytes, max(0, st.st_size - max_bytes)).decode("utf-8", "replace")
     return ""
 
 

@@ -18,18 +18,35 @@ climbs inside the noise of these medians.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import episodes, finite_series, row_median
+from monitor_cb.diagnosis._stats import Series, episodes, finite_series, row_median
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
-from monitor_cb.diagnosis.noise import frame_noise
+from monitor_cb.diagnosis.noise import Noise, frame_noise
 from monitor_cb.diagnosis.runaway import find_runaways, runaway_finding
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _LEVEL_BLOCKS = 3
 _MEDIAN_SE = 1.2533
 _MAX_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """The loss's block levels as judged: each level, the settled candidates for "best", the best before
+    each level, and the rise each level needs to count."""
+
+    frame: pd.DataFrame
+    series: Series
+    log: bool
+    level: np.ndarray
+    candidates: np.ndarray
+    before: np.ndarray
+    need: np.ndarray
+    block: int
 
 
 def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
@@ -72,15 +89,17 @@ def detect_divergence(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[
             merged[-1] = (merged[-1][0], z)
         else:
             merged.append((a, z))
-    args = (frame, s, log, level, candidates, before, need)
-    found = [_finding(*args, a, z, b, settings) for a, z in merged[:_MAX_EPISODES]]
+    levels = _Levels(frame, s, log, level, candidates, before, need, b)
+    found = [_finding(levels, a, z, settings) for a, z in merged[:_MAX_EPISODES]]
     return found + _runaways(frame, s, noise, found, settings)
 
 
-def _runaways(frame: pd.DataFrame, s, noise, found: list[Finding], settings: DiagnosisSettings) -> list[Finding]:
+def _runaways(
+    frame: pd.DataFrame, s: Series, noise: Noise, found: list[Finding], settings: DiagnosisSettings
+) -> list[Finding]:
     """Run-aways (:mod:`monitor_cb.diagnosis.runaway`) that no level episode above covers (or confirms within the
     ``3 x diverge_block`` points after them: the same climb, told once)."""
-    out = []
+    out: list[Finding] = []
     margin = _LEVEL_BLOCKS * settings.diverge_block
     for run in find_runaways(s.values, noise, settings):
         first, last = int(s.steps[run.first]), int(s.steps[run.last])
@@ -91,7 +110,9 @@ def _runaways(frame: pd.DataFrame, s, noise, found: list[Finding], settings: Dia
     return out
 
 
-def _finding(frame, s, log: bool, level, candidates, before, need, first: int, last: int, b: int, settings) -> Finding:
+def _finding(levels: _Levels, first: int, last: int, settings: DiagnosisSettings) -> Finding:
+    frame, s, log, level = levels.frame, levels.series, levels.log, levels.level
+    candidates, before, need, b = levels.candidates, levels.before, levels.need, levels.block
     best_level = float(before[first])
     best_k = int(np.argmin(candidates[: max(first - _LEVEL_BLOCKS + 1, 1)]))
     start = (first + _LEVEL_BLOCKS - 1) * b  # the last block of the first risen level

@@ -80,7 +80,15 @@ def diagnose(
         return _diagnose(frame, settings, status, now, last_write, logged, places)
 
 
-def _diagnose(frame, settings, status, now, last_write, logged, places) -> list[Finding]:
+def _diagnose(
+    frame: pd.DataFrame,
+    settings: DiagnosisSettings,
+    status: str | None,
+    now: float | None,
+    last_write: float | None,
+    logged: Mapping[str, np.ndarray] | None,
+    places: Mapping[int, str] | None,
+) -> list[Finding]:
     findings: list[Finding] = []
     parts = _by_rank(frame)
     for rank, part, rows in parts:

@@ -235,7 +235,9 @@ def _warmup_end(rising: np.ndarray) -> int:
     return int(stop[0]) if stop.size else rising.size
 
 
-def _jump_finding(s: Series, j: int, i: int, context: str, typical: float | None, settings) -> Finding:
+def _jump_finding(
+    s: Series, j: int, i: int, context: str, typical: float | None, settings: DiagnosisSettings
+) -> Finding:
     lr = s.values
     factor = lr[i] / lr[j]
     direction = "jumped up" if factor > 1 else "dropped"

@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from monitor_cb.diagnosis._cache import frame_memo
-from monitor_cb.diagnosis._stats import forward_median, positive, quantum, trailing_noise
+from monitor_cb.diagnosis._stats import Series, forward_median, positive, quantum, trailing_noise
 
 _MEDIAN_SE = 1.2533  # a median of k Gaussian points has sd 1.2533 sigma / sqrt(k)
 
@@ -59,7 +60,9 @@ class Noise:
         return np.log1p(rel) if self.log else rel * np.abs(self.level)
 
 
-def frame_noise(frame, name: str, s, window: int, min_points: int, *, log: bool | None = None) -> Noise:
+def frame_noise(
+    frame: pd.DataFrame, name: str, s: Series, window: int, min_points: int, *, log: bool | None = None
+) -> Noise:
     """:func:`series_noise` of column ``name`` of ``frame`` (its finite series ``s``), once per diagnose call."""
     key = ("noise", len(frame), name, len(s), window, min_points, log)
     return frame_memo(frame, key, lambda: series_noise(s.values, window, min_points, log=log))

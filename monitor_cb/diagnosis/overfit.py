@@ -13,6 +13,8 @@ reported elsewhere.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -27,6 +29,31 @@ _MAX_WINDOW = 5
 _WINDOW_SHARE = 8  # the recent window is about an eighth of the evaluations
 _RECENT_NOISE = 12  # evaluations whose noise is also measured on its own
 _MAX_EPISODES = 50
+
+
+@dataclass(frozen=True)
+class _EvalCurve:
+    """The eval loss as judged: raw values, the smoothed level (in raw units), the scale and its noise."""
+
+    series: Series
+    raw: np.ndarray
+    level: np.ndarray
+    log: bool
+
+
+@dataclass(frozen=True)
+class _Episode:
+    """One flagged stretch: the best evaluation before it, its first and last evaluations, the window."""
+
+    best: int
+    first: int
+    last: int
+    window: int
+    margin: float
+    sigma: float
+
+
+TrainTrend = tuple[float, float, float, float]  # train loss then, now, relative change, noise of the log ratio
 
 
 def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
@@ -57,7 +84,7 @@ def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list
     train = finite_series(frame, "loss")
     running_min = np.minimum.accumulate(smooth)
     best_index = np.maximum.accumulate(np.where(smooth <= running_min, np.arange(m), 0))
-    findings = []
+    findings: list[Finding] = []
     for first, last in episodes(flagged, w)[:_MAX_EPISODES]:
         b = int(best_index[first - w])
         trend = _train_trend(train, e.steps, b, last, w)
@@ -65,15 +92,17 @@ def detect_overfitting(frame: pd.DataFrame, settings: DiagnosisSettings) -> list
             _train_rose(trend, settings) or not _gap_grew(trend, y, smooth, b, last, w, float(margin[first]), log)
         ):
             continue  # the train loss rose too (by overfit_rel, or as much): divergence, reported elsewhere
-        level = np.exp(smooth) if log else smooth
-        findings.append(
-            _finding(e, x, level, b, first, last, w, float(margin[first]), float(sigma[first]), log, trend, settings)
-        )
+        curve = _EvalCurve(e, x, np.exp(smooth) if log else smooth, log)
+        episode = _Episode(b, first, last, w, float(margin[first]), float(sigma[first]))
+        findings.append(_finding(curve, episode, trend, settings))
     return findings
 
 
-def _finding(e: Series, x, smooth, b, first, last, w, margin: float, sigma: float, log: bool, trend, settings):
-    best = float(smooth[b])
+def _finding(curve: _EvalCurve, episode: _Episode, trend: TrainTrend | None, settings: DiagnosisSettings) -> Finding:
+    e, x, log = curve.series, curve.raw, curve.log
+    b, first, last, w = episode.best, episode.first, episode.last, episode.window
+    margin, sigma = episode.margin, episode.sigma
+    best = float(curve.level[b])
     latest = float(np.median(x[last - w + 1 : last + 1]))
     rise = latest / best - 1 if best else float("nan")
     if trend is None:
@@ -115,7 +144,9 @@ def _finding(e: Series, x, smooth, b, first, last, w, margin: float, sigma: floa
     return Finding("overfitting", "warning", int(e.steps[b]), message, int(e.steps[last]), None, details, why)
 
 
-def _gap_grew(trend, y, smooth, b: int, last: int, w: int, margin: float, log: bool) -> bool:
+def _gap_grew(
+    trend: TrainTrend, y: np.ndarray, smooth: np.ndarray, b: int, last: int, w: int, margin: float, log: bool
+) -> bool:
     """Whether eval minus train (the generalisation gap) grew by ``margin`` since the best eval."""
     t_best, t_now, _, _ = trend
     if log and (t_best <= 0 or t_now <= 0):
@@ -128,7 +159,7 @@ def _gap_grew(trend, y, smooth, b: int, last: int, w: int, margin: float, log: b
 _TRAIN_RISE_Z = 3.0  # a train-loss rise counts when it is this many noise sigmas of the difference of medians
 
 
-def _train_rose(trend: tuple[float, float, float, float], settings: DiagnosisSettings) -> bool:
+def _train_rose(trend: TrainTrend, settings: DiagnosisSettings) -> bool:
     """Whether the train loss rose by ``overfit_rel`` and beyond its own noise (a per-batch median wanders by 10%)."""
     t_then, t_now, change, noise = trend
     if change <= settings.overfit_rel:
@@ -156,9 +187,7 @@ def _noise(y: np.ndarray) -> np.ndarray:
     return np.maximum(whole, local) * _D2_TO_SIGMA
 
 
-def _train_trend(
-    train: Series | None, steps: np.ndarray, b: int, last: int, w: int
-) -> tuple[float, float, float, float] | None:
+def _train_trend(train: Series | None, steps: np.ndarray, b: int, last: int, w: int) -> TrainTrend | None:
     """The train loss smoothed over the same stretches as the eval levels compared, and its relative change.
 
     "Then": the train points logged since the evaluation before the best one (at least the last 5

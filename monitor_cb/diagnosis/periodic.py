@@ -10,6 +10,8 @@ cumulative sums, so the cost is linear in the series length.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -142,7 +144,7 @@ def _periodic_fit(x: np.ndarray, starts: np.ndarray, w: int, repeats: int) -> tu
     return best_r2, np.nan_to_num(best_swing), best_p
 
 
-def _slicer(first: int, hop: int, count: int):
+def _slicer(first: int, hop: int, count: int) -> Callable[[np.ndarray, int], np.ndarray]:
     """``at(a, offset)`` = ``a[first + offset + hop * k]`` for k < count, as a view."""
 
     def at(a: np.ndarray, offset: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from monitor_cb.diagnosis._stats import column, finite_series, frame_steps, row_median, trailing_baseline
+from monitor_cb.diagnosis._stats import Series, column, finite_series, frame_steps, row_median, trailing_baseline
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
@@ -46,7 +46,9 @@ def _flat_stretches(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
     return findings
 
 
-def _plateau_finding(s, first_block: int, last_block: int, block: int, best: float, ongoing: bool, settings) -> Finding:
+def _plateau_finding(
+    s: Series, first_block: int, last_block: int, block: int, best: float, ongoing: bool, settings: DiagnosisSettings
+) -> Finding:
     start = first_block * block
     end = len(s) - 1 if ongoing else (last_block + 1) * block - 1
     span = f"for {fmt_step(s.steps[end] - s.steps[start])} steps"

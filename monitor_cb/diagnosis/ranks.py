@@ -23,7 +23,6 @@ the rank runs.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -37,6 +36,7 @@ from monitor_cb.analysis.ranks import RankMatrix, leave_one_out_median, rank_mat
 from monitor_cb.diagnosis._stats import episodes, rolling_count
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_ratio, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
+from monitor_cb.rootfile import META_CAP, read_json
 
 DIVERGENCE_METRICS: tuple[str, ...] = ("loss", "grad_norm")
 _MAD_TO_SIGMA = 1.4826
@@ -384,9 +384,7 @@ def read_rank_places(run_dir: str | Path) -> dict[int, str]:
     metas = []
     for path in sorted(Path(run_dir).glob("*.meta.json")):
         try:
-            if path.stat().st_size > 1 << 20:
-                continue
-            data = json.loads(path.read_bytes())
+            data = read_json(path, META_CAP, root=run_dir)  # a FIFO, a device, a link out: skipped
         except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict):

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
-from monitor_cb.ingest.hidden import HIDDEN_DIR, hidden_path
+from monitor_cb.ingest.hidden import HIDDEN_DIR, OutsideRootError, hidden_path, read_hidden
+from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError, write_atomic
 
 SETTINGS_DIR = HIDDEN_DIR
 SETTINGS_FILE = "diagnosis.json"
@@ -223,9 +224,13 @@ def load_settings_checked(root: str | os.PathLike[str]) -> tuple[DiagnosisSettin
     """
     path = settings_path(root)
     try:
-        text = hidden_path(root, SETTINGS_FILE).read_text(encoding="utf-8")
+        text = read_hidden(root, SETTINGS_FILE, SETTINGS_CAP).decode("utf-8")
     except FileNotFoundError:
         return DiagnosisSettings(), []
+    except UnsafeFileError as exc:  # a FIFO, a device, a link out of the root, too large: never read
+        return DiagnosisSettings(), [f"skipped {path}: {exc.reason}; using default diagnosis settings"]
+    except OutsideRootError as exc:  # .monitor itself, or the file, a link out of the root
+        return DiagnosisSettings(), [f"skipped {exc}; using default diagnosis settings"]
     except (OSError, UnicodeDecodeError) as exc:
         return DiagnosisSettings(), [f"cannot read {path}: {exc}; using default diagnosis settings"]
     try:
@@ -253,9 +258,7 @@ def save_settings(root: str | os.PathLike[str], settings: DiagnosisSettings) -> 
     """
     path = hidden_path(root, SETTINGS_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(settings.to_dict(), indent=1) + "\n").encode("utf-8"))
     return path
 
 

@@ -325,7 +325,7 @@ def _spike_note(j: _Jumps, notes: list[tuple[int, int]], settings: DiagnosisSett
     return Finding("loss_spike", "info", first, message, last, None, details, why)
 
 
-def _scalar(value) -> float:
+def _scalar(value: float | np.ndarray) -> float:
     return float(np.nanmedian(value)) if np.ndim(value) else float(value)
 
 
@@ -453,7 +453,14 @@ def _could_jump(s: Series, settings: DiagnosisSettings) -> bool:
 
 
 def _grad_finding(
-    s, noise: Noise, first: int, last: int, peak: int, followup: dict, reasons: list[str], settings
+    s: Series,
+    noise: Noise,
+    first: int,
+    last: int,
+    peak: int,
+    followup: dict,
+    reasons: list[str],
+    settings: DiagnosisSettings,
 ) -> Finding:
     level = float(np.exp(noise.level[first]))
     ratio = float(s.values[peak] / level)
@@ -484,7 +491,9 @@ def _grad_finding(
     return Finding("grad_explosion", severity, int(s.steps[first]), message, int(s.steps[last]), None, details, why)
 
 
-def _grad_note(s, noise: Noise, z: np.ndarray, notes: list[tuple[int, int]], settings) -> Finding:
+def _grad_note(
+    s: Series, noise: Noise, z: np.ndarray, notes: list[tuple[int, int]], settings: DiagnosisSettings
+) -> Finding:
     peaks = [p for _, p in notes]
     biggest = max(peaks, key=lambda i: z[i])
     ratio = float(np.exp(noise.x[biggest] - noise.level[biggest]))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from monitor_cb.diagnosis._stats import episodes, finite_series, range_min, run_lengths
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_exact, fmt_num, fmt_pct, fmt_step
-from monitor_cb.diagnosis.noise import frame_noise
+from monitor_cb.diagnosis.noise import Noise, frame_noise
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _D2_TO_SIGMA = 1.0 / (0.6744897501960817 * np.sqrt(6.0))
@@ -60,7 +60,7 @@ def detect_no_signal(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[F
     return findings
 
 
-def _train_improving(noise, steps: np.ndarray, start_steps: np.ndarray, end_steps: np.ndarray) -> np.ndarray:
+def _train_improving(noise: Noise, steps: np.ndarray, start_steps: np.ndarray, end_steps: np.ndarray) -> np.ndarray:
     """Whether the train loss fell significantly over each stretch (the mean of its first and last points).
 
     Means of up to ``_TRAIN_POINTS`` points at each end of the stretch, compared in noise sigmas
@@ -91,7 +91,7 @@ def _warmup_end(frame: pd.DataFrame) -> int:
     return int(lr.steps[int(np.argmax(lr.values))]) if lr.values[-1] < lr.values.max() else int(lr.steps[-1])
 
 
-def _finding(step, end, what: str, why: str, variant: str, details: dict | None = None) -> Finding:
+def _finding(step: int, end: int | None, what: str, why: str, variant: str, details: dict | None = None) -> Finding:
     advice = (
         "Check that the loss reaches the trainable weights: labels all masked (e.g. -100), a frozen or detached "
         "model, a learning rate of 0, an empty dataset"

@@ -31,7 +31,7 @@ import mmap
 import os
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -39,8 +39,9 @@ import numpy as np
 
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.table import Columns, TableState
+from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, open_regular, temp_beside
 
-FORMAT = 1
+FORMAT = 2  # 2: the rows' count and checksum in the header (monitor_cb.ingest.cacheproof)
 CACHE_DIR = ".monitor/cache"
 SUFFIX = ".arrow"
 _META_KEY = b"monitor_cb"
@@ -161,9 +162,13 @@ class CacheHeader:
     nonfinite: dict[str, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
     texts_out: tuple[str, ...] = ()  # keys whose text values are in the rows (the parser's state)
     partial_count: int = 0  # of bad_count: lines kept with a bad value dropped
+    rows: int | None = None  # rows in the file (main and replaced), set by the writer
+    rows_crc: str | None = None  # CRC-32 of every column (monitor_cb.ingest.cacheproof.rows_checksum)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "rows": self.rows,
+            "rows_crc": self.rows_crc,
             "texts_out": list(self.texts_out),
             "nonfinite": {k: [list(a) for a in v] for k, v in self.nonfinite.items()},
             "format": FORMAT,
@@ -201,6 +206,8 @@ class CacheHeader:
             nonfinite,
             tuple(str(k) for k in data.get("texts_out", ())),
             int(data.get("partial_count", sum(1 for b in data["bad_lines"] if len(b) > 2 and b[2]))),
+            None if data.get("rows") is None else int(data["rows"]),
+            None if data.get("rows_crc") is None else str(data["rows_crc"]),
         )
 
 
@@ -304,6 +311,8 @@ class ColumnarCache:
         self.min_bytes = min_bytes
         self.growth = growth
         self.background: Any = None  # a monitor_cb.ingest.shared.Background: writes leave the poll
+        self.refused: dict[str, str] = {}  # cache files not used, and why (shown as "skipped" notes)
+        self._refused_lock = threading.Lock()
         self._current = 0
 
     def wait(self, timeout: float = 60.0) -> bool:
@@ -335,23 +344,37 @@ class ColumnarCache:
         return directory.joinpath(*rel.parts[:-1], rel.parts[-1] + SUFFIX)
 
     def open(self, source: PurePath, rank: int) -> CachedRows | None:
-        """The cache file of ``source``, opened and its header read; None when there is none usable."""
+        """The cache file of ``source``, opened, its header read and its rows checked against it
+        (:func:`monitor_cb.ingest.cacheproof.rows_problem`); None when there is none usable.
+
+        A cache file that is no regular file, leads out of its place, is larger than
+        :data:`CACHE_CAP_FACTOR` times its source, or whose rows do not match its header is skipped
+        with a note in :attr:`refused`.
+        """
         for place in self.places:
             path = self.path_for(source, place)
             if path is None:
                 return None
-            if not is_within(path.parent, place.boundary):
-                continue  # a symlink leading out of the root or the state folder
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+                fd = _open_cache_file(path, place.boundary, _cache_cap(source))
+            except UnsafeFileError as exc:
+                self._refuse(path, exc.reason)
+                continue
             except OSError:
                 continue
             return self._opened(fd, path, rank)
         return None
 
+    def _refuse(self, path: Path, reason: str) -> None:
+        with self._refused_lock:
+            self.refused[str(path)] = reason
+
     def _opened(self, fd: int, path: Path, rank: int) -> CachedRows | None:
+        from monitor_cb.ingest.cacheproof import rows_problem
+
         try:
-            header = _read_header(fd)
+            header, table = _read_header(fd)
+            problem = None if rank and header.rank != rank else rows_problem(table, header)
         except Exception as exc:  # noqa: BLE001 - any damage means "no cache": the JSONL is read instead
             os.close(fd)
             self.last_error = f"{path}: {str(exc)[:200]}"
@@ -359,6 +382,13 @@ class ColumnarCache:
         if rank and header.rank != rank:  # rank 0 is also "not named in the file name"
             os.close(fd)
             return None
+        if problem is not None:
+            os.close(fd)
+            self.last_error = f"{path}: {problem}"
+            self._refuse(path, f"{problem}; the run is read from its JSONL instead")
+            return None
+        with self._refused_lock:
+            self.refused.pop(str(path), None)
         return CachedRows(header, path, fd)
 
     def write(self, source: PurePath, state: TableState, header: CacheHeader) -> bool:
@@ -386,20 +416,25 @@ def _write_atomic(path: Path, boundary: Path, state: TableState, header: CacheHe
     """Write the cache file through a temporary file and a rename; the error, or None."""
     import errno
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not is_within(path.parent, boundary):
             return f"unwritable: {path.parent} resolves outside {boundary}"
         _remove_stale(path)
-        _write_file(tmp, state, header)
+        fd, tmp = temp_beside(path)  # a random name, created exclusively: never a planted FIFO or link
+        _write_file(fd, state, header)
         os.replace(tmp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         unwritable = exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR)
         return ("unwritable: " if unwritable else "") + str(exc)
     except ValueError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         return str(exc)
     return None
 
@@ -428,7 +463,13 @@ def _is_remote(path: PurePath) -> bool:
 # one per step), then the rows resumed segments replaced.
 
 
-def _write_file(path: Path, state: TableState, header: CacheHeader) -> None:
+def _write_file(fd: int, state: TableState, header: CacheHeader) -> None:
+    """Write the cache file's table to ``fd`` (closed here, whatever happens)."""
+    with os.fdopen(fd, "wb") as sink:
+        _write_table(sink, state, header)
+
+
+def _write_table(sink: Any, state: TableState, header: CacheHeader) -> None:
     import pyarrow as pa
 
     history = state.history
@@ -459,20 +500,50 @@ def _write_file(path: Path, state: TableState, header: CacheHeader) -> None:
         arrays[f"s:{name}"] = pa.array(values, type=pa.string(), from_pandas=True)
         arrays[f"s?:{name}"] = logged.view(np.uint8)
     table = pa.table(arrays)
+    from monitor_cb.ingest.cacheproof import rows_checksum
+
+    header = replace(header, rows=table.num_rows, rows_crc=rows_checksum(table))
     schema = table.schema.with_metadata({_META_KEY: json.dumps(header.to_json()).encode()})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+    with pa.ipc.new_file(sink, schema) as writer:
         writer.write_table(table.replace_schema_metadata(schema.metadata))
 
 
-def _read_header(fd: int) -> CacheHeader:
+def _read_header(fd: int) -> tuple[CacheHeader, Any]:
+    """The header and the (mapped, not read) Arrow table of the cache file open as ``fd``."""
     import pyarrow as pa
 
     mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    schema = pa.ipc.open_file(pa.py_buffer(mapped)).schema
-    raw = (schema.metadata or {}).get(_META_KEY)
+    reader = pa.ipc.open_file(pa.py_buffer(mapped))
+    raw = (reader.schema.metadata or {}).get(_META_KEY)
     if raw is None:
         raise ValueError("not a monitor_cb cache file")
-    return CacheHeader.from_json(json.loads(raw))
+    if len(raw) > STATE_CAP:  # an honest header lists at most 1,000 bad lines and 10,000 cells per metric
+        raise ValueError(f"a header of {len(raw):,} bytes, over the {STATE_CAP:,}-byte cap")
+    return CacheHeader.from_json(json.loads(raw)), reader.read_all()
+
+
+CACHE_CAP_FACTOR = 16  # a cache file larger than this many times its JSONL (plus CACHE_CAP_SLACK) is refused
+CACHE_CAP_SLACK = 64 << 20
+
+
+def _cache_cap(source: PurePath) -> int:
+    """The largest cache file ``source`` can honestly have (its columns, 9 bytes a cell, stay near its JSON)."""
+    if _is_remote(source):
+        return 1 << 40  # its cache is in the user's own state folder, not in the shared root
+    try:
+        size = os.stat(source).st_size
+    except (OSError, TypeError, ValueError):
+        size = 0
+    return CACHE_CAP_FACTOR * int(size) + CACHE_CAP_SLACK
+
+
+def _open_cache_file(path: Path, boundary: Path, cap: int) -> int:
+    """A descriptor of the cache file at ``path`` (the caller closes it), opened through
+    :func:`monitor_cb.rootfile.open_regular` inside ``boundary`` and refused past ``cap``."""
+    with open_regular(path, root=boundary) as (fd, st):
+        if st.st_size > cap:
+            raise UnsafeFileError(path, f"holds {st.st_size:,} bytes, over the {cap:,}-byte cap for its metrics file")
+        return os.dup(fd)
 
 
 def _state_of(table: Any, header: CacheHeader, columns: list[str] | None) -> TableState:

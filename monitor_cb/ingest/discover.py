@@ -30,8 +30,14 @@ class RunDir:
     kind: str = "jsonl"  # or "tensorboard"
 
 
-def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, RunDir]:
-    """Every run under ``root`` (the root included), keyed by id."""
+def discover_runs(
+    root: Path, max_depth: int = DEFAULT_MAX_DEPTH, skipped: dict[str, str] | None = None
+) -> dict[str, RunDir]:
+    """Every run under ``root`` (the root included), keyed by id.
+
+    ``skipped``, when given, receives the metrics files left out and why (a FIFO, a device, a link out of
+    the root), for the store's "skipped" notes.
+    """
     runs: dict[str, RunDir] = {}
     if not root.is_dir():
         return runs
@@ -43,7 +49,7 @@ def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, R
         if real in seen:  # symlink loops inside the root
             continue
         seen.add(real)
-        files, subdirs = _scan(directory, root)
+        files, subdirs = _scan(directory, root, skipped)
         run_id = "/".join(parts) or "."
         if files:
             runs[run_id] = RunDir(run_id, directory, tuple(sorted(files)))
@@ -55,7 +61,7 @@ def discover_runs(root: Path, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, R
     return runs
 
 
-def _scan(directory: Path, root: Path) -> tuple[list[Path], list[Path]]:
+def _scan(directory: Path, root: Path, skipped: dict[str, str] | None = None) -> tuple[list[Path], list[Path]]:
     files: list[Path] = []
     subdirs: list[Path] = []
     try:
@@ -68,12 +74,36 @@ def _scan(directory: Path, root: Path) -> tuple[list[Path], list[Path]]:
         path = Path(entry.path)
         try:
             link = entry.is_symlink()
-            if link and (entry.is_dir() or not is_within(path, root)):
+            if link and entry.is_dir():
+                continue  # an alias of a folder found under its real path, or off limits
+            if link and not is_within(path, root):
+                if skipped is not None and entry.name.endswith(METRICS_SUFFIX):
+                    target = os.path.realpath(path)
+                    skipped[entry.path] = f"leads outside the log root (to {target}) through a symbolic link"
                 continue
             if entry.is_dir():
                 subdirs.append(path)
-            elif entry.name.endswith(METRICS_SUFFIX) and entry.is_file():
-                files.append(path)
+            elif entry.name.endswith(METRICS_SUFFIX):
+                if entry.is_file():
+                    files.append(path)
+                elif skipped is not None:
+                    skipped[entry.path] = f"is not a regular file ({_kind(path)})"
         except OSError:
             continue
     return files, subdirs
+
+
+def _kind(path: Path) -> str:
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a dangling link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"

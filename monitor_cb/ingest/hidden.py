@@ -51,3 +51,19 @@ def hidden_path(root: str | os.PathLike[str], name: str) -> Path:
             f"Replace {base / HIDDEN_DIR} with a real folder inside the log root."
         )
     return path
+
+
+def read_hidden(root: str | os.PathLike[str], name: str, cap: int) -> bytes:
+    """The bytes of ``<root>/.monitor/<name>``, read as untrusted data (:func:`monitor_cb.rootfile.read_capped`).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        OutsideRootError: ``.monitor`` is a link out of the root.
+        monitor_cb.rootfile.UnsafeFileError: the file is a FIFO, a device, a link out of the root, or
+            larger than ``cap`` (the message names it and why).
+        OSError: it cannot be read.
+    """
+    from monitor_cb.rootfile import read_capped
+    from monitor_cb.storage.urls import state_dir
+
+    return read_capped(hidden_path(root, name), cap, root=state_dir(root))

@@ -136,6 +136,16 @@ class RemoteRoot:
     def requests(self) -> int:
         return self.store.requests
 
+    def holds_nothing(self) -> bool:
+        """Whether no object at all is stored under the root's prefix (a mistyped prefix, or nothing shipped yet).
+
+        One listing request; False when it fails (the failure is in :attr:`last_error` already).
+        """
+        try:
+            return self.store.list_dir(self.path.key) is None
+        except StorageError:
+            return False
+
     def map(self, func: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``[func(item) ...]`` with at most ``read.parallel_requests`` running at once (the first error raised)."""
         items = list(items)

@@ -257,6 +257,12 @@ class MetricsSource(TableSource):
             return
         if not self.tail.resume(header.fingerprint):
             return
+        problem = self._cache_disagrees(cached, table)
+        if problem is not None:  # forged or stale rows behind a genuine header: the JSONL is the truth
+            self.tail.rewind()
+            self.cache.last_error = f"{cached.path}: {problem}"
+            self.cache._refuse(cached.path, f"{problem}; the run is read from its JSONL instead")
+            return
         self.table = table
         self.parser.kinds = dict(header.kinds)
         self.bad_count = header.bad_count
@@ -265,6 +271,21 @@ class MetricsSource(TableSource):
         self.parser._texts_out = set(header.texts_out)
         self.cached_offset = header.fingerprint.offset
         self.cache_hit = True
+
+    def _cache_disagrees(self, cached: Any, table: TieredTable) -> str | None:
+        """What the JSONL says that the cache file's rows do not (its first and last lines, and the sampled
+        blocks the tail compared), or None (:func:`monitor_cb.ingest.cacheproof.source_problem`)."""
+        from monitor_cb.ingest.cacheproof import source_blocks, source_problem
+
+        fingerprint = cached.header.fingerprint
+        blocks = source_blocks(self.tail, fingerprint)
+        if blocks is None:
+            return "its source could not be read again to check it"
+        skip = {offset for offset, _, _ in cached.header.bad_lines}
+        try:
+            return source_problem(cached.state(), blocks, skip)
+        except Exception as exc:  # noqa: BLE001 - rows that cannot even be compared are not used
+            return f"its rows cannot be compared with the JSONL ({str(exc)[:120]})"
 
     def _maybe_write_cache(self) -> None:
         """Write the rows read so far once enough bytes came after the last cache file (rewrites in the

@@ -7,7 +7,6 @@ root; anything else is refused, so a URL cannot make the store read elsewhere.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -21,16 +20,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
+from monitor_cb.ingest.dropnote import WriterDrops, writer_drops
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
-from monitor_cb.ingest.safepath import is_within
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
 from monitor_cb.ingest.summaries import SourceSummary
 from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
 from monitor_cb.logroot import log_root
 from monitor_cb.record import rank_from_filename
+from monitor_cb.rootfile import META_CAP, UnsafeFileError, read_json
 from monitor_cb.storage.urls import is_url
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from monitor_cb.ingest.bands import RankBands
     from monitor_cb.ingest.rankagg import NonFinite
 
-_META_CAP = 1 << 20
 LOAD_STEP_BYTES = 32 << 20  # a first read larger than this goes in the background, in steps this size
 
 
@@ -73,6 +72,7 @@ class RunInfo:
     meta: dict[str, Any] = field(hash=False, compare=False)
     bad_lines: int = 0  # lines with a problem: skipped, or partly read (see partial_lines)
     partial_lines: int = 0  # of bad_lines: kept with a bad value dropped
+    drops: WriterDrops = field(default_factory=WriterDrops)  # records the writers dropped (all ranks' metadata)
 
 
 class _Run:
@@ -132,6 +132,8 @@ class RunStore:
         self._runs: dict[str, _Run] = {}
         self._scanned_at = -float("inf")
         self._meta: dict[Path, tuple[tuple[int, int] | None, dict[str, Any]]] = {}
+        self._meta_refused: dict[Path, str] = {}  # metadata files not read, and why
+        self._discover_refused: dict[str, str] = {}  # metrics files the listing left out, and why
         self._listed: tuple[float, list[RunInfo]] | None = None  # (monotonic time, the last listing)
         self.cache = _columnar_cache(root if self.remote is None else str(self.remote.url), self.root, cache)
         self.index = _summary_index(self.cache, self.root) if self.remote is None else None
@@ -147,7 +149,9 @@ class RunStore:
             if self.remote is not None:
                 found = self.remote.discover(self.max_depth)
             else:
-                found = discover_runs(self.root, self.max_depth)
+                skipped: dict[str, str] = {}
+                found = discover_runs(self.root, self.max_depth, skipped)
+                self._discover_refused = skipped
             runs: dict[str, _Run] = {}
             for run_id, run_dir in found.items():
                 run = self._runs.get(run_id) or _Run(run_dir)
@@ -203,6 +207,24 @@ class RunStore:
     def has_listed(self) -> bool:
         """Whether this store has listed its root before (a fresh root's first listing reads every file)."""
         return self._listed is not None
+
+    def skipped_files(self) -> list[str]:
+        """One note per file of the root not read because it is unsafe (``"skipped PATH: reason"``), sorted.
+
+        A FIFO, a device, a link out of the root or a file past its cap is skipped wherever it sits
+        (metadata, a metrics file, a cache file, the summary index); the rest of the root is read as
+        usual, and a page or command shows these notes so the file can be found and removed.
+        """
+        refused: dict[str, str] = {str(path): reason for path, reason in list(self._meta_refused.items())}
+        refused.update(self._discover_refused)
+        for run in list(self._runs.values()):
+            for source in list(run.sources.values()):
+                reason = getattr(getattr(source, "tail", None), "refused", None)
+                if reason is not None:
+                    refused[str(source.path)] = reason
+        for part in (self.cache, self.index):
+            refused.update(getattr(part, "refused", None) or {})
+        return [f"skipped {path}: {reason}" for path, reason in sorted(refused.items())]
 
     def list_runs(self, max_age: float = 0.0) -> list[RunInfo]:
         """Every run with its status, newest write first; cheap enough for every refresh.
@@ -290,6 +312,7 @@ class RunStore:
             meta=meta,
             bad_lines=sum(s.bad_count for s in sources),
             partial_lines=sum(s.partial_count for s in sources),
+            drops=writer_drops({id(m): m for m in metas}.values()),  # a TensorBoard run shares one meta
         )
 
     def _root_name(self) -> str:
@@ -307,15 +330,18 @@ class RunStore:
         if cached is not None and cached[0] == key:
             return cached[1]  # the same object while unchanged: RunInfo caching relies on it
         if st is None:
+            self._meta_refused.pop(path, None)
             self._meta[path] = (None, {})
             return self._meta[path][1]
         meta: dict[str, Any] = {}
-        if st.st_size <= _META_CAP and is_within(path, self.root):
-            try:
-                data = json.loads(path.read_bytes())
-                meta = data if isinstance(data, dict) else {}
-            except (OSError, ValueError, RecursionError):
-                meta = {}
+        self._meta_refused.pop(path, None)
+        try:
+            data = read_json(path, META_CAP, root=self.root)
+            meta = data if isinstance(data, dict) else {}
+        except UnsafeFileError as exc:
+            self._meta_refused[path] = exc.reason  # a FIFO, a device, a link out, too large: noted, never read
+        except (OSError, ValueError, RecursionError):
+            meta = {}
         self._meta[path] = (key, meta)
         return meta
 

@@ -11,7 +11,6 @@ through the tail and the columnar cache, which compare the bytes themselves.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -21,6 +20,8 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from monitor_cb.ingest.safepath import is_within
+from monitor_cb.record import STEP_LIMIT
+from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, read_json, write_atomic
 
 INDEX_NAME = "index.json"
 FORMAT = 2  # 2: partial_count
@@ -57,6 +58,26 @@ def file_ident(path: PurePath) -> Ident | None:
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+MIN_LINE_BYTES = len(b"{}\n")  # no record line is shorter (a bad line is at least one byte and its newline)
+
+
+def plausible(summary: SourceSummary, ident: Ident) -> bool:
+    """Whether ``summary`` can describe a file of ``ident``'s size and time: an index in a shared root may
+    be forged (a 3,000-step run listed with 987,654 steps); one that cannot be true is not used, and
+    the file is read instead.
+    """
+    size, mtime = ident[2], ident[3] / 1e9
+    steps = (summary.first_step, summary.last_step)
+    lines = (size // MIN_LINE_BYTES, size // 2 + 1)
+    if not (0 <= summary.n <= lines[0] and 0 <= summary.bad_count <= lines[1] and 0 <= summary.pending <= size):
+        return False
+    if not 0 <= summary.partial_count <= summary.bad_count:
+        return False
+    if summary.n and (None in steps or not 0 <= steps[0] <= steps[1] < STEP_LIMIT):  # type: ignore[operator]
+        return False
+    return abs(summary.last_write - mtime) < 1.0
+
+
 class SummaryIndex:
     """Summaries of the files under a root, loaded once and written back (atomically) when they changed.
 
@@ -74,6 +95,7 @@ class SummaryIndex:
         self._dirty = False
         self._written_at = -float("inf")
         self.last_error: str | None = None
+        self.refused: dict[str, str] = {}  # index files not read, and why (the store's "skipped" notes)
 
     def _key(self, path: PurePath) -> str | None:
         try:
@@ -92,7 +114,9 @@ class SummaryIndex:
         if hit is None:
             return None
         ident = file_ident(path)
-        return hit[1] if ident is not None and ident == hit[0] else None
+        if ident is None or ident != hit[0]:
+            return None
+        return hit[1] if plausible(hit[1], ident) else None
 
     def put(self, path: PurePath, ident: Ident, summary: SourceSummary) -> None:
         key = self._key(path)
@@ -129,33 +153,32 @@ class SummaryIndex:
         self._entries = {}
         for place in self.places:
             path = Path(place.directory) / INDEX_NAME
-            if not is_within(path.parent, Path(place.boundary)):
-                continue
             try:
-                if path.stat().st_size > 64 << 20:
-                    continue
-                data = json.loads(path.read_bytes())
+                data = read_json(path, STATE_CAP, root=place.boundary)
+            except UnsafeFileError as exc:  # a FIFO, a device, a link out of the root, too large: never read
+                self.refused[str(path)] = exc.reason
+                continue
+            except (OSError, ValueError, RecursionError):
+                continue
+            self.refused.pop(str(path), None)
+            try:
                 if data.get("format") != FORMAT:
                     continue
                 for key, item in data["files"].items():
                     ident = tuple(int(x) for x in item.pop("ident"))
                     self._entries[str(key)] = (ident, SourceSummary(**item))  # type: ignore[arg-type]
                 return self._entries
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 self._entries = {}  # a damaged index is no index
         return self._entries
 
 
 def _write_atomic(path: Path, boundary: Path, payload: bytes) -> bool:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not is_within(path.parent, boundary):
             return False
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
+        write_atomic(path, payload)  # a random temporary name: never a planted FIFO or link
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
     return True

@@ -11,6 +11,7 @@ and new data are never mixed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import stat
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
-from monitor_cb.ingest.safepath import is_within
+from monitor_cb.rootfile import UnsafeFileError, open_regular
 
 if TYPE_CHECKING:
     from monitor_cb.ingest.colcache import Fingerprint
@@ -33,21 +34,39 @@ READ_CHUNK = 256 << 20  # bytes handed to the parser at once; bounds memory on h
 
 
 @contextlib.contextmanager
-def _open_regular(path: Path) -> Iterator[tuple[int, os.stat_result] | None]:
-    """``path`` opened for reading, with its stat; None when it cannot be opened or is no regular file.
+def _open_regular(path: Path, root: Path | None = None) -> Iterator[tuple[int, os.stat_result] | None]:
+    """``path`` opened for reading through :func:`monitor_cb.rootfile.open_regular`, with its stat; None
+    when it cannot be opened, is no regular file or leads out of ``root``.
 
-    Opened non-blocking, so a FIFO put where a metrics file was never hangs the reader.
+    Opened non-blocking, so a FIFO put where a metrics file was never hangs the reader. The metrics
+    file has no size cap: it is tailed by offset, in bounded chunks.
     """
+    with contextlib.ExitStack() as stack:
+        try:
+            opened = stack.enter_context(open_regular(path, root=root))
+        except OSError:  # UnsafeFileError included
+            opened = None
+        yield opened
+
+
+def _hole_end(fd: int, offset: int, size: int) -> int:
+    """Where the data after ``offset`` resumes (``offset`` itself when there is data there, or the file
+    system cannot say): a 3 GB sparse file planted as a metrics file is skipped, not read as zeros."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    if seek_data is None:
+        return offset
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        yield None
-        return
-    try:
-        st = os.fstat(fd)
-        yield (fd, st) if stat.S_ISREG(st.st_mode) else None
-    finally:
-        os.close(fd)
+        return min(os.lseek(fd, offset, seek_data), size)
+    except OSError as exc:
+        return size if exc.errno == errno.ENXIO else offset  # ENXIO: nothing but a hole up to the end
+
+
+def _by_descriptor(fd: int, path: Path) -> str:
+    """A path that names the file open as ``fd`` itself (Linux: ``/proc/self/fd/N``), for a reader that
+    opens by name (polars): the file checked is the file read, even if ``path`` is swapped for a FIFO or
+    a link out of the root in between."""
+    proc = f"/proc/self/fd/{fd}"
+    return proc if os.path.exists(proc) else str(path)
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,7 @@ class FileTail:
         self.mtime = 0.0  # file mtime at the last poll (Unix s)
         self.resets = 0
         self.missing = False
+        self.refused: str | None = None  # why the file is not read (a FIFO, a device, a link out of the root)
         self._signature: tuple[int, ...] | None = None
         self._ident: tuple[int, int] | None = None
         self._head = b""
@@ -118,16 +138,16 @@ class FileTail:
         signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if signature == self._signature:
             return
-        if not stat.S_ISREG(st.st_mode) or (self.root is not None and not is_within(self.path, self.root)):
-            return
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
+        with contextlib.ExitStack() as stack:
+            try:
+                fd, _ = stack.enter_context(open_regular(self.path, root=self.root))
+            except UnsafeFileError as exc:
+                self.refused = exc.reason  # nothing of it is read; the store names it in its notes
+                return
+            except OSError:
+                return
+            self.refused = None
             yield from self._read(fd, limit)
-        finally:
-            os.close(fd)
 
     def _read(self, fd: int, limit: int | None = None) -> Iterator[Chunk | Skipped]:
         st = os.fstat(fd)
@@ -143,6 +163,12 @@ class FileTail:
         while self.offset < st.st_size:
             if limit is not None and self.offset - start >= limit:
                 return  # the rest at the next poll (the signature stays old, so it comes)
+            hole = _hole_end(fd, self.offset, st.st_size)
+            if hole - self.offset > self.line_cap:  # a sparse file's hole: zeros, no newline; skipped unread
+                skipped = self._skip_to(fd, hole)
+                if skipped is not None:
+                    yield skipped
+                continue
             data = os.pread(fd, min(st.st_size - self.offset, chunk), self.offset)
             if not data:
                 break
@@ -169,6 +195,13 @@ class FileTail:
             return Chunk(start + cut, b"") if cut == end else self._consume(fd, data[cut:])
         self._advance(fd, start + end)
         return Chunk(start, data if end == len(data) else data[:end])  # no 64 MB copy in the usual case
+
+    def _skip_to(self, fd: int, offset: int) -> Skipped | None:
+        """Skip the bytes up to ``offset`` as part of an over-long line (reported once, where it starts)."""
+        start = self.offset
+        self._advance(fd, offset)
+        was_skipping, self._skipping = self._skipping, True
+        return None if was_skipping else Skipped(start)
 
     def _advance(self, fd: int, offset: int) -> None:
         self.offset = offset
@@ -202,9 +235,9 @@ class FileTail:
         when it is not sure (a NaN or Infinity token needs rewriting before polars reads it), and
         then nothing changed.
         """
-        if self.offset or (self.root is not None and not is_within(self.path, self.root)):
+        if self.offset:
             return None
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None:
                 return None
             fd, st = opened
@@ -215,7 +248,7 @@ class FileTail:
             try:
                 if mapped[size - 1 : size] != b"\n":
                     return None
-                result = parse(str(self.path), mapped, size)
+                result = parse(_by_descriptor(fd, self.path), mapped, size)
             finally:
                 with contextlib.suppress(BufferError):
                     mapped.close()
@@ -234,7 +267,7 @@ class FileTail:
 
         if self.offset == 0 or self._skipping:
             return None
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None or not self._same_file(*opened):
                 return None
             fd, st = opened
@@ -253,11 +286,9 @@ class FileTail:
 
         if self.offset or fingerprint.offset <= 0 or fingerprint.samples is None:
             return False
-        if self.root is not None and not is_within(self.path, self.root):
-            return False
         offset = fingerprint.offset
         head, window = fingerprint.head, fingerprint.window
-        with _open_regular(self.path) as opened:
+        with _open_regular(self.path, self.root) as opened:
             if opened is None or opened[1].st_size < offset:
                 return False
             fd, st = opened

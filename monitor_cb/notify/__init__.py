@@ -3,7 +3,8 @@
 * :class:`Alert`: one event; :class:`Notifier`: queues and delivers to channels off the caller's
   thread (timeouts, retries, dedupe, digests); :func:`load_config`: the settings file.
 * :class:`TrainingNotifier`: the NaN guard's decision from inside training.
-* :class:`Watcher`: the headless ``python -m monitor_cb watch``.
+* :class:`Watcher`: the headless ``python -m monitor_cb watch``; its :class:`WatchState` holds the
+  durable outbox that :class:`OutboxSender` delivers (at least once, in order, across restarts).
 
 Stdlib only (``urllib.request``, ``smtplib``); no MindSpore, no Streamlit. Names load lazily so that
 importing ``monitor_cb.commands.watch`` for the CLI parser stays cheap.
@@ -25,6 +26,8 @@ _EXPORTS = {
     "find_config": "monitor_cb.notify.config",
     "TrainingNotifier": "monitor_cb.notify.training",
     "Watcher": "monitor_cb.notify.watcher",
+    "WatchState": "monitor_cb.notify.state",
+    "OutboxSender": "monitor_cb.notify.outbox",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,6 +8,8 @@ within the grouping window.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,6 +58,10 @@ class Alert:
         link: a URL to the dashboard page of the run, or None.
         run_name: the display name, when it differs from the id.
         key: the grouping key: the same key is sent once; default ``(run, kind)``.
+        segment: the run's segment (a resumed run writes a new one), part of the id.
+        id: the stable id receivers deduplicate on; default :func:`alert_id` of
+            ``(run, kind, step, segment)``, so the same event found again (after a restart, by a
+            second watcher) has the same id.
     """
 
     run: str
@@ -67,11 +73,15 @@ class Alert:
     link: str | None = None
     run_name: str | None = None
     key: tuple[str, ...] | None = None
+    segment: int | None = None
+    id: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", normalize_severity(self.severity))
         if self.key is None:
             object.__setattr__(self, "key", (self.run, self.kind))
+        if not self.id:
+            object.__setattr__(self, "id", alert_id(self.run, self.kind, self.step, self.segment))
 
     @property
     def label(self) -> str:
@@ -83,6 +93,7 @@ class Alert:
     def to_json(self) -> dict[str, Any]:
         """The generic webhook's fields for this alert (see docs/NOTIFICATIONS.md)."""
         return {
+            "id": self.id,
             "run": self.run,
             "run_name": self.run_name or self.run,
             "kind": self.kind,
@@ -92,6 +103,27 @@ class Alert:
             "time": iso_time(self.time),
             "link": self.link,
         }
+
+
+def alert_id(run: str, kind: str, step: int | None, segment: int | None) -> str:
+    """``"a-"`` and 24 hex digits of a hash of ``(run, kind, step, segment)``.
+
+    A hash, not the run id itself, so the id is plain ASCII whatever the run is called (it goes in
+    HTTP headers and email Message-IDs) and the same for the same event in every process.
+    """
+    text = json.dumps([str(run), str(kind), step, segment], separators=(",", ":"))
+    return "a-" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def message_id(alerts: Sequence[Alert]) -> str:
+    """The id of one message: the alert's own id, or for a digest ``"d-"`` and a hash of its alerts' ids.
+
+    A retry resends the same batch (the outbox keeps it), so a retried digest has the same id too.
+    """
+    if len(alerts) == 1:
+        return alerts[0].id
+    joined = ",".join(a.id for a in alerts)
+    return "d-" + hashlib.sha256(joined.encode()).hexdigest()[:24]
 
 
 def iso_time(t: float) -> str:
@@ -133,10 +165,12 @@ def body_lines(alerts: Sequence[Alert]) -> list[str]:
         lines = [alert_line(a), f"time: {iso_time(a.time)}"]
         if a.link:
             lines.append(f"link: {one_line(a.link)}")
+        lines.append(f"id: {a.id}")
         return lines
-    lines = [alert_line(a) for a in alerts[:DIGEST_LINES]]
+    lines = [f"{alert_line(a)} id {a.id}" for a in alerts[:DIGEST_LINES]]
     if len(alerts) > DIGEST_LINES:
-        lines.append(f"... and {len(alerts) - DIGEST_LINES} more")
+        rest = alerts[DIGEST_LINES:]
+        lines.append(f"... and {len(rest)} more: ids {' '.join(a.id for a in rest)}")
     return lines
 
 

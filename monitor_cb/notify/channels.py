@@ -56,11 +56,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
+from email.utils import formatdate
 from typing import Any, ClassVar
 from urllib.parse import quote_plus, urlsplit
 
-from monitor_cb.notify.alert import Alert, body_lines, iso_time, plain_text, title, top_severity
+from monitor_cb.notify.alert import Alert, body_lines, iso_time, message_id, plain_text, title, top_severity
 from monitor_cb.notify.masking import Secret, mask_url, redact
 
 DEFAULT_TIMEOUT = 10.0
@@ -76,12 +76,17 @@ class DeliveryError(Exception):
         message: what failed (already redacted).
         retryable: True for timeouts, connection/DNS errors, 5xx, 429 and vendor rate limits.
         retry_after: seconds the receiver asked us to wait, when it said so.
+        unknown: the message was sent and then the answer never came (a read timeout, a reset): the
+            receiver may have it. A retry carries the same id, so the receiver can tell.
     """
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, retry_after: float | None = None, unknown: bool = False
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.unknown = unknown
 
 
 # --- escaping -------------------------------------------------------------------------------
@@ -139,10 +144,6 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-_VIA_ENV_PROXY = urllib.request.build_opener()
-
-
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """A webhook that redirects is misconfigured; following it could resend the body elsewhere."""
 
@@ -150,8 +151,72 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_DIRECT.add_handler(_NoRedirect())
-_VIA_ENV_PROXY.add_handler(_NoRedirect())
+class _Probe:
+    """One request's two clocks: ``timeout`` until connected, ``response_timeout`` once connected.
+
+    ``sent`` turns True when the whole request has gone out and only the answer is awaited: a
+    failure after that point has an unknown outcome (the receiver may have acted on it).
+    """
+
+    def __init__(self, response_timeout: float | None) -> None:
+        self.response_timeout = response_timeout
+        self.sent = False
+
+
+class _ProbedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args: Any, probe: _Probe, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._probe = probe
+
+    def connect(self) -> None:
+        super().connect()
+        if self._probe.response_timeout is not None and self.sock is not None:
+            self.sock.settimeout(self._probe.response_timeout)
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        self._probe.sent = True  # urllib calls this once the request is written
+        return super().getresponse()
+
+
+class _ProbedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, probe: _Probe, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._probe = probe
+
+    def connect(self) -> None:
+        super().connect()  # TCP, a proxy tunnel and the TLS handshake, all within ``timeout``
+        if self._probe.response_timeout is not None and self.sock is not None:
+            self.sock.settimeout(self._probe.response_timeout)
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        self._probe.sent = True
+        return super().getresponse()
+
+
+class _ProbedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, probe: _Probe) -> None:
+        super().__init__()
+        self._probe = probe
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_ProbedHTTP, req, probe=self._probe)
+
+
+class _ProbedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, probe: _Probe) -> None:
+        super().__init__()
+        self._probe = probe
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_ProbedHTTPS, req, context=self._context, probe=self._probe)
+
+
+def _opener(url: str, probe: _Probe) -> urllib.request.OpenerDirector:
+    """Loopback receivers directly, others through the environment's proxy settings; no redirects."""
+    handlers: list[Any] = [_ProbedHTTPHandler(probe), _ProbedHTTPSHandler(probe), _NoRedirect()]
+    if _is_loopback(url):
+        handlers.append(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener(*handlers)
 
 
 def post(
@@ -161,18 +226,24 @@ def post(
     timeout: float,
     secrets: Sequence[Secret | str | None],
     headers: dict[str, str] | None = None,
+    response_timeout: float | None = None,
 ) -> bytes:
     """POST ``body`` as JSON; the response body (at most 64 KiB), or :class:`DeliveryError`.
 
-    Loopback receivers are reached directly, others through the environment's proxy settings.
+    Two clocks: ``timeout`` bounds connecting (TCP, proxy tunnel, TLS); once the request is sent,
+    the answer may take ``response_timeout`` (default: ``timeout``). A receiver that answers 200
+    slowly has still accepted the message, so giving up early would only make a duplicate. A
+    failure after the request went out (no answer in time, connection reset) raises a
+    :class:`DeliveryError` with ``unknown=True``: the receiver may have acted on it; the caller
+    retries with the same id and the receiver deduplicates.
     """
     all_headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "monitor_cb-notify"}
     all_headers.update(headers or {})
     request = urllib.request.Request(url, data=body, headers=all_headers, method="POST")
-    opener = _DIRECT if _is_loopback(url) else _VIA_ENV_PROXY
+    probe = _Probe(response_timeout if response_timeout is not None else timeout)
     where = mask_url(url)
     try:
-        with opener.open(request, timeout=timeout) as response:
+        with _opener(url, probe).open(request, timeout=timeout) as response:
             return response.read(_MAX_RESPONSE)
     except urllib.error.HTTPError as exc:
         status = exc.code
@@ -182,12 +253,25 @@ def post(
         retryable = status >= 500 or status in (408, 429)
         raise DeliveryError(f"{where} answered HTTP {status}", retryable=retryable, retry_after=retry_after) from None
     except TimeoutError:
+        if probe.sent:
+            raise DeliveryError(
+                f"{where} did not answer within {probe.response_timeout:g} s of receiving the message "
+                "(outcome unknown; retried with the same id)",
+                retryable=True,
+                unknown=True,
+            ) from None
         raise DeliveryError(f"{where} did not answer within {timeout:g} s", retryable=True) from None
     except urllib.error.URLError as exc:
         reason = redact(getattr(exc, "reason", exc), secrets)
         raise DeliveryError(f"cannot reach {where}: {reason}", retryable=True) from None
     except (OSError, http.client.HTTPException) as exc:
         reason = redact(f"{type(exc).__name__}: {exc}", secrets)
+        if probe.sent:
+            raise DeliveryError(
+                f"{where} dropped the connection after receiving the message: {reason} (outcome unknown)",
+                retryable=True,
+                unknown=True,
+            ) from None
         raise DeliveryError(f"cannot reach {where}: {reason}", retryable=True) from None
 
 
@@ -249,7 +333,11 @@ class Channel:
     def payload(self, alerts: Sequence[Alert]) -> Any:
         raise NotImplementedError
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
+        """One attempt. ``timeout`` bounds connecting; ``response_timeout`` the wait for the answer
+        once the message is out (HTTP channels; others use ``timeout`` for the whole attempt)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -266,8 +354,22 @@ class _HttpChannel(Channel):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "url": mask_url(self.url), "url_from": self.url.source or "config"}
 
-    def _post(self, url: str, payload: dict[str, Any], timeout: float, headers: dict[str, str] | None = None) -> bytes:
-        return post(url, _json_bytes(payload), timeout=timeout, secrets=self.secrets(), headers=headers)
+    def _post(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        timeout: float,
+        response_timeout: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> bytes:
+        return post(
+            url,
+            _json_bytes(payload),
+            timeout=timeout,
+            secrets=self.secrets(),
+            headers=headers,
+            response_timeout=response_timeout,
+        )
 
 
 class WebhookChannel(_HttpChannel):
@@ -285,19 +387,34 @@ class WebhookChannel(_HttpChannel):
     def payload(self, alerts: Sequence[Alert]) -> dict[str, Any]:
         return webhook_body(alerts)
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
         body = _json_bytes(self.payload(alerts))
-        headers = {"X-Monitor-Signature": body_signature(body, self.secret.reveal())} if self.secret else None
-        post(self.url.reveal(), body, timeout=timeout, secrets=self.secrets(), headers=headers)
+        headers = {"Idempotency-Key": message_id(alerts)}
+        if self.secret:
+            headers["X-Monitor-Signature"] = body_signature(body, self.secret.reveal())
+        post(
+            self.url.reveal(),
+            body,
+            timeout=timeout,
+            secrets=self.secrets(),
+            headers=headers,
+            response_timeout=response_timeout,
+        )
 
 
 def webhook_body(alerts: Sequence[Alert]) -> dict[str, Any]:
-    """The generic body: the first (or only) alert's fields, plus ``count``, ``title``, ``text``, ``alerts``."""
+    """The generic body: the first (or only) alert's fields, plus ``count``, ``title``, ``text``, ``alerts``.
+
+    ``id`` is the message's id (the alert's, or a digest's own); every entry of ``alerts`` carries its own ``id``.
+    """
     if len(alerts) == 1:
         head = alerts[0].to_json()
     else:
         runs = sorted({a.run for a in alerts})
         head = {
+            "id": message_id(alerts),
             "run": runs[0] if len(runs) == 1 else None,
             "run_name": None,
             "kind": "digest",
@@ -340,8 +457,10 @@ class SlackChannel(_HttpChannel):
             ]
         return body
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
-        self._post(self.url.reveal(), self.payload(alerts), timeout)
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
+        self._post(self.url.reveal(), self.payload(alerts), timeout, response_timeout)
 
 
 class FeishuChannel(_HttpChannel):
@@ -367,8 +486,10 @@ class FeishuChannel(_HttpChannel):
             body = {"timestamp": timestamp, "sign": feishu_sign(timestamp, self.secret.reveal()), **body}
         return body
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
-        answer = self._post(self.url.reveal(), self.payload(alerts), timeout)
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
+        answer = self._post(self.url.reveal(), self.payload(alerts), timeout, response_timeout)
         _check_vendor_answer(answer, mask_url(self.url), "code", self.RATE_LIMITED)
 
 
@@ -399,8 +520,10 @@ class DingTalkChannel(_HttpChannel):
         joiner = "&" if urlsplit(url).query else ("" if url.endswith("?") else "?")
         return f"{url}{joiner}timestamp={timestamp}&sign={dingtalk_sign(timestamp, self.secret.reveal())}"
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
-        answer = self._post(self.signed_url(), self.payload(alerts), timeout)
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
+        answer = self._post(self.signed_url(), self.payload(alerts), timeout, response_timeout)
         _check_vendor_answer(answer, mask_url(self.url), "errcode", self.RATE_LIMITED)
 
 
@@ -423,8 +546,10 @@ class WeComChannel(_HttpChannel):
         lines = [f"**{markdown_escape(title(alerts))}**", *(markdown_escape(line) for line in body_lines(alerts))]
         return {"msgtype": "markdown", "markdown": {"content": "\n".join(lines)}}
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
-        answer = self._post(self.url.reveal(), self.payload(alerts), timeout)
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
+        answer = self._post(self.url.reveal(), self.payload(alerts), timeout, response_timeout)
         _check_vendor_answer(answer, mask_url(self.url), "errcode", self.RATE_LIMITED)
 
 
@@ -484,11 +609,14 @@ class EmailChannel(Channel):
         message["From"] = self.sender
         message["To"] = ", ".join(self.recipients)
         message["Date"] = formatdate(localtime=True)
-        message["Message-ID"] = make_msgid(domain="monitor-cb.local")
+        # the same id on a retry: mail clients and archives fold copies with one Message-ID
+        message["Message-ID"] = f"<{message_id(alerts)}@monitor-cb.local>"
         message.set_content("\n".join(body_lines(alerts)) + "\n")
         return message
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
         where = f"smtp://{self.host}:{self.port}"
         try:
             self._send(self.payload(alerts), timeout)
@@ -529,7 +657,7 @@ class CommandChannel(Channel):
 
     The alert is given in environment variables ``MONITOR_TITLE``, ``MONITOR_TEXT``,
     ``MONITOR_RUN``, ``MONITOR_RUN_NAME``, ``MONITOR_KIND``, ``MONITOR_SEVERITY``, ``MONITOR_STEP``,
-    ``MONITOR_MESSAGE``, ``MONITOR_TIME``, ``MONITOR_LINK``, ``MONITOR_COUNT``, and as the generic
+    ``MONITOR_MESSAGE``, ``MONITOR_TIME``, ``MONITOR_LINK``, ``MONITOR_COUNT``, ``MONITOR_ID``, and as the generic
     webhook's JSON on stdin. Run content never becomes part of the command line.
     """
 
@@ -558,10 +686,13 @@ class CommandChannel(Channel):
             "MONITOR_TIME": body["time"],
             "MONITOR_LINK": body["link"] or "",
             "MONITOR_COUNT": str(body["count"]),
+            "MONITOR_ID": body["id"],
         }
         return {k: v.replace("\0", "") for k, v in env.items()}
 
-    def send(self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def send(
+        self, alerts: Sequence[Alert], timeout: float = DEFAULT_TIMEOUT, response_timeout: float | None = None
+    ) -> None:
         env = {**os.environ, **self.payload(alerts)}
         stdin = _json_bytes(webhook_body(alerts))
         try:

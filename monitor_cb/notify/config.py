@@ -30,11 +30,23 @@ from monitor_cb.notify.channels import (
     WeComChannel,
 )
 from monitor_cb.notify.masking import Secret
+from monitor_cb.notify.trust import (
+    ENV_CONFIG,
+    UntrustedSettingsError,
+    ignored_note,
+    ignored_root_file,
+    read_private,
+    user_config_file,
+)
 
-ENV_CONFIG = "MONITOR_NOTIFY_CONFIG"
+DEFAULT_RESPONSE_TIMEOUT = 30.0
+DEFAULT_EXPIRE_AFTER = 24 * 3600.0
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _GLOBAL_KEYS = {
     "min_severity",
     "timeout",
+    "response_timeout",
+    "expire_after",
     "retries",
     "backoff",
     "max_backoff",
@@ -110,7 +122,11 @@ class NotifyConfig:
 
     Attributes:
         routes: the channels and their filters.
-        timeout: seconds per delivery attempt (at most 10 by default).
+        timeout: seconds to connect (and, for email and commands, the whole attempt).
+        response_timeout: seconds an HTTP receiver may take to answer once the message is out; past
+            it the outcome is unknown and the message is retried with the same id.
+        expire_after: seconds an undelivered alert is retried (across passes and restarts of the
+            watcher) before it is given up, logged and shown as expired.
         retries: further attempts after a retryable failure.
         backoff: seconds before the first retry, doubled each time up to ``max_backoff``.
         group_window: a channel sends at most one message per window; alerts that arrive
@@ -121,6 +137,8 @@ class NotifyConfig:
 
     routes: list[Route] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
+    response_timeout: float = DEFAULT_RESPONSE_TIMEOUT
+    expire_after: float = DEFAULT_EXPIRE_AFTER
     retries: int = 3
     backoff: float = 1.0
     max_backoff: float = 60.0
@@ -142,43 +160,41 @@ class NotifyConfig:
 
 
 def find_config(root: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
-    """Where the settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``<root>/.monitor/notify.toml`` (or ``.json``).
+    """Where the user's own settings are: ``$MONITOR_NOTIFY_CONFIG``, else ``~/.config/monitor_cb/notify.toml``.
 
-    The watcher and the dashboard both use this, so one file serves both. None when there is none.
-
-    Raises:
-        ConfigError: the file under the root leads outside it (``.monitor`` a symbolic link elsewhere).
+    Never a file in the log root (``root`` is accepted for the callers' convenience and not searched):
+    a shared root is data, and channels run commands and send data elsewhere. A ``notify.toml`` left
+    there is reported by :func:`ignored_root_settings`. The watcher and the dashboard both use this.
+    None when there is none.
     """
-    from monitor_cb.ingest.hidden import OutsideRootError, hidden_dir, hidden_path
-
     env = os.environ if env is None else env
     if env.get(ENV_CONFIG):
         return Path(env[ENV_CONFIG])
-    if root is not None:
-        for name in ("notify.toml", "notify.json"):
-            try:
-                candidate = hidden_path(root, name)
-            except OutsideRootError as exc:
-                if (hidden_dir(root) / name).exists():
-                    raise ConfigError(f"notification settings not read: {exc}") from None
-                continue
-            if candidate.is_file():
-                return candidate
-    return None
+    return user_config_file(env)
+
+
+def ignored_root_settings(root: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str | None:
+    """A note when ``LOGROOT/.monitor/notify.toml`` exists (it is ignored, and says where it belongs), else None."""
+    path = ignored_root_file(root)
+    return ignored_note(path, os.environ if env is None else env) if path is not None else None
 
 
 def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> NotifyConfig:
     """Read a TOML (``.toml``) or JSON (``.json``) settings file; None gives an empty configuration.
 
+    The file must pass the ssh-style owner/mode check (:func:`~monitor_cb.notify.trust.read_private`).
+
     Raises:
-        ConfigError: unreadable file, unknown key, missing environment variable (named, not shown).
+        ConfigError: unreadable or untrusted file, unknown key, missing environment variable (named, not shown).
     """
     env = os.environ if env is None else env
     if path is None:
         return config_from_dict({}, env)
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_private(path)
+    except UntrustedSettingsError as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read notification settings {path}: {exc.strerror or exc}") from None
     try:
@@ -216,6 +232,8 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         raise ConfigError(f"unknown key(s) in [notify]: {sorted(bad)}; known: {sorted(_GLOBAL_KEYS)}")
     config = NotifyConfig(
         timeout=_positive(glob, "timeout", DEFAULT_TIMEOUT),
+        response_timeout=_positive(glob, "response_timeout", DEFAULT_RESPONSE_TIMEOUT),
+        expire_after=parse_duration(glob.get("expire_after", DEFAULT_EXPIRE_AFTER / 3600), "expire_after"),
         retries=int(_positive(glob, "retries", 3, allow_zero=True)),
         backoff=_positive(glob, "backoff", 1.0, allow_zero=True),
         max_backoff=_positive(glob, "max_backoff", 60.0),
@@ -349,6 +367,22 @@ def _positive(data: Mapping[str, Any], key: str, default: float, allow_zero: boo
     if number < 0 or (number == 0 and not allow_zero):
         raise ConfigError(f"{key} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return number
+
+
+def parse_duration(value: Any, what: str = "duration") -> float:
+    """Seconds from ``"24h"``, ``"30m"``, ``"90s"``, ``"2d"``, or a bare number of hours (``24``, ``0.5``)."""
+    text = str(value).strip().lower()
+    unit = _DURATION_UNITS.get(text[-1:]) if text else None
+    number = text[:-1] if unit is not None else text
+    try:
+        seconds = float(number) * (unit if unit is not None else 3600.0)
+    except ValueError:
+        raise ConfigError(
+            f"{what} must be a duration like '24h', '30m', '90s' or a number of hours, got {value!r}"
+        ) from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{what} must be > 0, got {value!r}")
+    return seconds
 
 
 def add_flag_channels(

@@ -45,6 +45,31 @@ class DeliveryResult:
     kinds: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One try of one message: accepted, or the (redacted) error and what it means for a retry."""
+
+    ok: bool
+    error: str | None = None
+    retryable: bool = True
+    unknown: bool = False  # the message went out and no answer came: the receiver may have it
+    retry_after: float | None = None
+
+
+def attempt(
+    channel: Channel, alerts: Sequence[Alert], *, timeout: float, response_timeout: float | None = None
+) -> Attempt:
+    """Send one message once; never raises (a bug in one channel must not stop the others)."""
+    secrets = channel.secrets()
+    try:
+        channel.send(alerts, timeout=timeout, response_timeout=response_timeout)
+    except DeliveryError as exc:
+        return Attempt(False, redact(exc, secrets), exc.retryable, exc.unknown, exc.retry_after)
+    except Exception as exc:  # noqa: BLE001
+        return Attempt(False, redact(f"unexpected error {type(exc).__name__}: {exc}", secrets), retryable=False)
+    return Attempt(True)
+
+
 def deliver(
     channel: Channel,
     alerts: Sequence[Alert],
@@ -54,37 +79,31 @@ def deliver(
     backoff: float,
     max_backoff: float = 60.0,
     wait: Callable[[float], object] = time.sleep,
+    response_timeout: float | None = None,
 ) -> DeliveryResult:
     """Send one message with retries; never raises.
 
     Args:
         wait: how to pause between attempts (an ``Event.wait`` lets a closing notifier cut it short).
+        response_timeout: how long an HTTP receiver may take to answer once the message is out.
     """
-    secrets = channel.secrets()
     kinds = tuple(dict.fromkeys(a.kind for a in alerts))
-    attempt = 0
+    tries = 0
     while True:
-        attempt += 1
-        try:
-            channel.send(alerts, timeout=timeout)
-        except DeliveryError as exc:
-            error = redact(exc, secrets)
-            if not exc.retryable or attempt > retries:
-                final = "giving up" if exc.retryable else "not retrying"
-                log.warning("notify %s: %s (attempt %d, %s)", channel.name, error, attempt, final)
-                return DeliveryResult(channel.name, False, attempt, len(alerts), error, kinds=kinds)
-            delay = min(max_backoff, backoff * 2 ** (attempt - 1))
-            if exc.retry_after is not None:
-                delay = max(delay, min(exc.retry_after, max_backoff))
-            log.info("notify %s: %s (attempt %d); retrying in %.1f s", channel.name, error, attempt, delay)
-            wait(delay)
-        except Exception as exc:  # noqa: BLE001 - a bug in one channel must not stop the others
-            error = redact(f"{type(exc).__name__}: {exc}", secrets)
-            log.warning("notify %s: unexpected error %s (not retrying)", channel.name, error)
-            return DeliveryResult(channel.name, False, attempt, len(alerts), error, kinds=kinds)
-        else:
+        tries += 1
+        outcome = attempt(channel, alerts, timeout=timeout, response_timeout=response_timeout)
+        if outcome.ok:
             log.info("notify %s: sent %d alert(s)", channel.name, len(alerts))
-            return DeliveryResult(channel.name, True, attempt, len(alerts), kinds=kinds)
+            return DeliveryResult(channel.name, True, tries, len(alerts), kinds=kinds)
+        if not outcome.retryable or tries > retries:
+            final = "giving up" if outcome.retryable else "not retrying"
+            log.warning("notify %s: %s (attempt %d, %s)", channel.name, outcome.error, tries, final)
+            return DeliveryResult(channel.name, False, tries, len(alerts), outcome.error, kinds=kinds)
+        delay = min(max_backoff, backoff * 2 ** (tries - 1))
+        if outcome.retry_after is not None:
+            delay = max(delay, min(outcome.retry_after, max_backoff))
+        log.info("notify %s: %s (attempt %d); retrying in %.1f s", channel.name, outcome.error, tries, delay)
+        wait(delay)
 
 
 class _Worker:
@@ -166,6 +185,7 @@ class _Worker:
                 backoff=self.config.backoff,
                 max_backoff=self.config.max_backoff,
                 wait=self._stop.wait,
+                response_timeout=self.config.response_timeout,
             )
             with self._cond:
                 self._last_send = time.monotonic()
@@ -317,7 +337,12 @@ def send_test_notification(
     threads), no severity/quiet-hours/grouping filters; returns one result per channel, in the
     configured order, within ``timeout`` (default the configured one) plus two seconds.
     """
-    alert = Alert(run="test", kind="test", severity="info", message=message, link=config.dashboard_url)
+    import uuid
+
+    # each test its own id: a receiver deduplicating on Idempotency-Key must still show a second test
+    alert = Alert(
+        run="test", kind="test", severity="info", message=message, link=config.dashboard_url, id=f"t-{uuid.uuid4().hex}"
+    )
     return send_test(config.routes, alert, timeout or config.timeout)
 
 

@@ -3,9 +3,11 @@
 Each pass lists the runs (:meth:`RunStore.list_runs`, new runs included), and for every run whose
 record count, last write or status changed it builds the frame, runs the detectors
 (:func:`monitor_cb.diagnosis.diagnose`) and compares the findings and the lifecycle status with
-what :class:`~monitor_cb.notify.state.WatchState` says was already reported. New things are queued
-on the :class:`~monitor_cb.notify.delivery.Notifier`; the state is then saved atomically, so a
-restart re-sends nothing old and misses nothing new.
+what :class:`~monitor_cb.notify.state.WatchState` says was already reported. New alerts go into
+the state's outbox and the state is saved atomically *before* anything is sent; the
+:class:`~monitor_cb.notify.outbox.OutboxSender` then delivers them (at least once, in order per
+channel, retried across passes and restarts until delivered or expired). So a restart re-sends
+nothing already delivered, resumes what was not, and misses nothing new.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.notify.alert import GUARD_STOP_KIND, Alert, normalize_severity
-from monitor_cb.notify.delivery import Notifier
-from monitor_cb.notify.state import RunState, WatchState
+from monitor_cb.notify.config import NotifyConfig
+from monitor_cb.notify.outbox import OutboxSender, pending_lines
+from monitor_cb.notify.state import RunState, WatchState, legacy_state
 
 log = logging.getLogger("monitor_cb.notify")
 
@@ -57,13 +60,13 @@ def lifecycle_message(status: str, info: Any) -> tuple[str, str]:
 
 
 class Watcher:
-    """Diff runs against the saved state and queue new alerts.
+    """Diff runs against the saved state, put new alerts in the outbox, deliver it.
 
     Args:
         root: the log root (``logs``).
-        notifier: where alerts go.
+        config: the channels and delivery settings.
         store: a :class:`monitor_cb.ingest.RunStore` over ``root``; default builds one.
-        state_path: default ``<root>/.monitor/watch-state.json``.
+        state_path: default: this user's own state folder (:func:`~monitor_cb.notify.state.own_state_path`).
         diagnose: the detector entry point; default :func:`monitor_cb.diagnosis.diagnose`.
         settings: detector settings passed to ``diagnose``.
         skip_older: runs first seen with their last write older than this (seconds) are recorded
@@ -71,12 +74,13 @@ class Watcher:
             0 reports everything.
         link: run id -> dashboard URL, or None.
         clock: wall-clock time.
+        expire_after: seconds an undelivered alert is retried before it is given up (default: the config's).
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str],
-        notifier: Notifier,
+        config: NotifyConfig,
         *,
         store: Any = None,
         state_path: str | os.PathLike[str] | None = None,
@@ -85,11 +89,12 @@ class Watcher:
         skip_older: float = 3600.0,
         link: Callable[[str], str | None] | None = None,
         clock: Callable[[], float] = time.time,
+        expire_after: float | None = None,
     ) -> None:
         from monitor_cb.storage.urls import is_url
 
         self.root = root if is_url(root) else Path(root)  # type: ignore[assignment]
-        self.notifier = notifier
+        self.config = config
         if store is None:
             from monitor_cb.ingest import RunStore
 
@@ -104,15 +109,35 @@ class Watcher:
         self._pass_logged = "logged" in _parameters(diagnose)
         self.settings = settings  # None: the dashboard's saved settings, re-read every pass
         self._settings_problems: set[str] = set()
-        self.state_path = Path(state_path) if state_path else _default_state_path(self.root)
-        self.state = WatchState.load(self.state_path) if self.state_path is not None else WatchState()
+        self.state_path = Path(state_path) if state_path else WatchState.default_path(self.root)
+        self.state = WatchState.load(self.state_path)
+        if state_path is None and not self.state_path.exists():
+            self.state = legacy_state(self.root) or self.state
         self._saved: dict[str, Any] | None = None
         self.skip_older = skip_older
         self._link = link or (lambda run_id: None)
         self._clock = clock
+        self.lock = threading.RLock()  # guards self.state: the channel threads record outcomes in it
+        self.outbox = OutboxSender(
+            config, self.state, self._save_locked, lock=self.lock, clock=clock, expire_after=expire_after
+        )
 
     def poll(self) -> list[Alert]:
-        """One pass over every run; the alerts queued (already-reported ones excluded)."""
+        """One pass over every run; the alerts queued (already-reported ones excluded), saved before delivery."""
+        with self.lock:
+            alerts = self._poll()
+            now = self._clock()
+            for alert in alerts:
+                channels = self.outbox.channels_for(alert, now)
+                if not channels and self.config.routes:
+                    log.info("alert %s [%s]: no channel wants it now (severity, quiet hours)", alert.run, alert.kind)
+                self.outbox.outbox.add(alert, channels, now)
+            self.outbox.expire(now)
+            self.save()  # durable before any delivery
+        self.outbox.wake()
+        return alerts
+
+    def _poll(self) -> list[Alert]:
         now = self._clock()
         alerts: list[Alert] = []
         self._pass_settings = self._load_settings()
@@ -131,8 +156,6 @@ class Watcher:
                 log.warning("watch: run %s skipped this pass: %s: %s", info.id, type(exc).__name__, exc)
         for alert in alerts:
             log.info("alert %s %s [%s]: %s", alert.severity.upper(), alert.run, alert.kind, alert.message)
-        self.notifier.notify_many(alerts)
-        self.save()
         return alerts
 
     def _load_settings(self) -> Any:
@@ -144,6 +167,11 @@ class Watcher:
             return None
         try:
             settings, problems = load_settings_checked(self.root)
+            untrusted = _untrusted_settings(self.root)
+            if untrusted:  # whoever can write the shared root must not be able to switch alerts off
+                from monitor_cb.diagnosis import DiagnosisSettings
+
+                settings, problems = DiagnosisSettings(), [untrusted]
         except Exception as exc:  # noqa: BLE001 - fall back to the detectors' defaults
             problems, settings = [f"{type(exc).__name__}: {exc}"], None
         for problem in problems:
@@ -154,8 +182,12 @@ class Watcher:
 
     def save(self) -> None:
         """Write the state when it changed since the last save."""
+        with self.lock:
+            self._save_locked()
+
+    def _save_locked(self) -> None:
         snapshot = self.state.to_json()
-        if snapshot == self._saved or self.state_path is None:
+        if snapshot == self._saved:
             return
         try:
             self.state.save(self.state_path)
@@ -163,14 +195,44 @@ class Watcher:
         except OSError as exc:
             log.warning("watch: cannot save state %s: %s", self.state_path, exc.strerror or exc)
 
-    def run(self, interval: float, stop: threading.Event, on_pass: Callable[[list[Alert]], None] | None = None) -> None:
-        """Poll every ``interval`` seconds until ``stop`` is set."""
-        while not stop.is_set():
-            started = time.monotonic()
-            alerts = self.poll()
-            if on_pass:
-                on_pass(alerts)
-            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    def deliver(self, timeout: float) -> bool:
+        """Send what is pending now (``--once``); True when nothing is left undelivered."""
+        return self.outbox.drain(timeout)
+
+    def pending(self) -> dict[str, int]:
+        """Per channel, the alerts not yet delivered."""
+        with self.lock:
+            return self.outbox.outbox.pending_counts()
+
+    def report(self) -> list[str]:
+        """One line per channel: pending, oldest, next try, delivered, expired, last error."""
+        with self.lock:
+            return pending_lines(self.state.outbox, self._clock())
+
+    def run(
+        self,
+        interval: float,
+        stop: threading.Event,
+        on_pass: Callable[[list[Alert]], None] | None = None,
+        close_timeout: float = 10.0,
+    ) -> None:
+        """Poll every ``interval`` seconds until ``stop`` is set, delivering in the background."""
+        self.outbox.start()
+        shown: dict[str, int] = {}
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                alerts = self.poll()
+                if on_pass:
+                    on_pass(alerts)
+                pending = self.pending()
+                if pending != shown and (any(pending.values()) or any(shown.values())):
+                    for line in self.report():  # said when what is pending changes, not every pass
+                        log.info("outbox %s", line)
+                shown = pending
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            self.outbox.close(close_timeout)
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -217,7 +279,9 @@ class Watcher:
 
     def _lifecycle(self, info: Any, state: RunState, now: float) -> list[Alert]:
         status = info.status
-        if status not in LIFECYCLE_SEVERITY or status == state.status:
+        # the same status with new records is a new event: a run resumed and finished again between two passes
+        moved_on = int(info.n_records or 0) != state.n_records
+        if status not in LIFECYCLE_SEVERITY or (status == state.status and not moved_on):
             return []
         alert_key = f"{status}@{info.last_step}"
         if alert_key in state.alerted:
@@ -239,6 +303,7 @@ class Watcher:
             time=now,
             link=self._link(info.id),
             key=(info.id, key),
+            segment=_segment(info),
         )
 
 
@@ -251,18 +316,33 @@ def _parameters(function: Callable[..., Any]) -> set[str]:
         return set()
 
 
+def _segment(info: Any) -> int | None:
+    """The run's current writer segment (part of an alert's id), when its metadata names one."""
+    meta = getattr(info, "meta", None) or {}
+    value = meta.get("segment") if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _notified(info: Any) -> Iterable[str]:
     meta = getattr(info, "meta", None) or {}
     value = meta.get("notified") if isinstance(meta, dict) else None
     return value if isinstance(value, list) else []
 
 
-def _default_state_path(root: Path) -> Path | None:
-    """The state file under the root's hidden folder; None (state kept in memory) when that leads outside it."""
-    from monitor_cb.ingest.hidden import OutsideRootError
+def _untrusted_settings(root: Any) -> str:
+    """Why the root's diagnosis settings must not decide what the watcher alerts on, or '' when they may.
+
+    They may when the file and its folder are the watcher's user's (or root's) and nobody else can
+    write them, as for notification settings (:func:`monitor_cb.notify.trust.read_private`): a
+    colleague who can write a shared root could otherwise switch the NaN alert off for everyone.
+    """
+    from monitor_cb.diagnosis.settings import settings_path
+    from monitor_cb.notify.trust import UntrustedSettingsError, read_private
 
     try:
-        return WatchState.default_path(root)
-    except OutsideRootError as exc:
-        log.warning("watch: %s; the watcher's state is kept in memory only", exc)
-        return None
+        read_private(settings_path(root), purpose="diagnosis settings", risk="switch the watcher's alerts off")
+    except UntrustedSettingsError as exc:
+        return f"{exc}; watching with the default diagnosis settings"
+    except OSError:  # missing, a FIFO, too large: load_settings_checked already said so (or there is nothing)
+        return ""
+    return ""

@@ -184,7 +184,12 @@ class ObjectStore:
                 self._count()
                 page = self.fs.call_s3("list_objects_v2", **kwargs)
             except FileNotFoundError:
-                return entries
+                # Listing never 404s for a missing prefix (that is an empty page): this is NoSuchBucket.
+                # Said plainly, so a mistyped bucket does not read as "no runs yet".
+                raise StorageError(
+                    f"cannot list {redact(self.url(f'{bucket}/{prefix}'), self._secrets)}: the bucket {bucket!r} "
+                    "does not exist (check its name, and the endpoint for OBS, MinIO or Ceph)"
+                ) from None
             except Exception as exc:  # noqa: BLE001
                 raise self._error("list", f"{bucket}/{prefix}", exc) from None
             for common in page.get("CommonPrefixes", []):

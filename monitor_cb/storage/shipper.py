@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 import warnings
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.record import META_SUFFIX, METRICS_SUFFIX, meta_path_for
+from monitor_cb.rootfile import META_CAP, UnsafeFileError, read_capped
 from monitor_cb.storage.chunks import chunk_dir_name, chunk_name, contiguous_end, parse_chunk_name
 from monitor_cb.storage.objects import ObjectStore
 from monitor_cb.storage.urls import RemoteURL, StorageError, parse_url, redact
@@ -285,11 +287,13 @@ class Shipper:
         if state is None:
             state = self._state[path] = _FileState(self._remote_key(path.with_name(chunk_dir_name(path.name))))
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO swapped in never blocks
         except FileNotFoundError:
             return
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return
             if not state.ready:
                 self._resume(state, fd, st.st_size)
                 state.ident = (st.st_ino, st.st_dev)
@@ -369,12 +373,12 @@ class Shipper:
         signature = _signature(path)
         if signature is None or signature == self._meta_sent.get(path):
             return
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+        try:  # a FIFO or a device there never blocks the uploader; a huge file is not read
+            text = read_capped(path, META_CAP).decode("utf-8", errors="replace")
         except FileNotFoundError:
             return
-        if len(text) > 1 << 20:
-            self._warn_once(f"meta-size-{path}", f"{path} is over 1 MiB; not uploaded")
+        except UnsafeFileError as exc:
+            self._warn_once(f"meta-unsafe-{path}", f"{path} {exc.reason}; not uploaded")
             self._meta_sent[path] = signature
             return
         self.store.put(self._remote_key(path), redact(text).encode())  # no credential leaves in the metadata

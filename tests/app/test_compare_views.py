@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.compare.colordiff import ciede2000, hex_to_lab
+from monitor_cb.testing.colordiff import ciede2000, hex_to_lab
 from tests.app.helpers import assert_ok, charts, run_entry, values
 from tests.compare.runs_helpers import write_sweep_run
 

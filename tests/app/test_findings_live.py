@@ -61,9 +61,10 @@ def test_watcher_and_dashboard_use_the_same_diagnose(tmp_path):
 
     from monitor_cb.diagnosis import diagnose
     from monitor_cb.diagnosis.engine import diagnose as engine_diagnose
+    from monitor_cb.notify.config import NotifyConfig
     from monitor_cb.notify.watcher import Watcher
     from pages import _findings
 
-    watcher = Watcher(tmp_path, notifier=None)  # only kept at construction; nothing is sent here
+    watcher = Watcher(tmp_path, NotifyConfig(), state_path=tmp_path / "state.json")  # nothing is sent here
     assert watcher._diagnose is diagnose is engine_diagnose
     assert "from monitor_cb.diagnosis import diagnose" in inspect.getsource(_findings.run_findings)

@@ -120,3 +120,37 @@ def test_a_missing_fsspec_package_is_an_error_message(monkeypatch: pytest.Monkey
     at = run_entry(DASHBOARD)
     assert not at.exception
     assert any("Cannot open the log root" in e.value for e in at.error)
+
+
+def test_a_mistyped_bucket_says_it_does_not_exist(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "No runs yet": the page names the bucket and says it does not exist."""
+    url = f"s3://{s3_env.bucket}-typo/logs"
+    monkeypatch.setenv("MONITOR_LOGDIR", url)
+    monkeypatch.setattr(sys, "argv", ["dashboard.py"])
+    for at in (run_entry(DASHBOARD), AppTest.from_function(_runs_app, default_timeout=60).run()):
+        assert_ok(at)
+        errors = " ".join(str(e.value) for e in at.error)
+        assert "does not exist" in errors and f"{s3_env.bucket}-typo".replace("-", "\\-") in errors, errors
+        assert "No runs" not in texts(at)
+
+
+def test_a_prefix_holding_nothing_says_it_may_be_mistyped(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_LOGDIR", s3_env.url("lgos"))
+    monkeypatch.setattr(sys, "argv", ["dashboard.py"])
+    at = run_entry(DASHBOARD)
+    assert_ok(at)
+    warnings = " ".join(str(w.value) for w in at.warning)
+    assert "Nothing is stored under" in warnings and "lgos" in warnings and "typo" in warnings, warnings
+    assert not at.error
+
+
+def test_the_settings_page_of_a_bucket_names_real_paths(bucket_root: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Not ``s3:/bucket/logs/.monitor/notify.toml`` (a URL made a Path): the user's own config file."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("MONITOR_NOTIFY_CONFIG", raising=False)
+    at = run_entry(str(Path(__file__).with_name("settings_app.py")))
+    assert_ok(at)
+    shown = page_dump(at)
+    assert "s3:/" not in shown.replace("s3://", ""), "no URL mangled into a path"
+    info = " ".join(str(i.value) for i in at.info)
+    assert str(tmp_path / "xdg" / "monitor_cb" / "notify.toml") in info, info

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -280,3 +281,39 @@ def test_the_url_keeps_filter_sort_and_grouping(sweep: Path) -> None:
     bad = run_app({"sort": "nope", "group": "<b>", "stats": ["evil"], "q": "x" * 10_000})
     assert_ok(bad)
     assert bad.selectbox(key="runs_sort").value == "(newest first)" and bad.text_input(key="runs_filter").value == ""
+
+
+def test_a_huge_integer_in_a_config_and_arithmetic_on_it_is_a_message_not_a_crash(log_root: Path) -> None:
+    """A 2,150-digit integer in a run's config; ``(big*big*big) in status`` once raised Python's int->str
+    limit (ValueError) out of the page. Now: integers past a double's range are infinity in arithmetic."""
+    big = int("9" * 2150)
+    write(log_root, "huge", {"lr": 1e-3})
+    write(log_root, "small", {"lr": 1e-4, "big": 3})
+    meta_path = log_root / "huge" / "metrics.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["config"]["big"] = big  # a JSON integer, as json.dumps writes it (the writer would store text)
+    meta_path.write_text(json.dumps(meta))
+    at = run_app()
+    assert_ok(at)
+    assert len(table(at)) == 2
+    for expression in ("(big*big*big) in status", "big*big*big*big > 1", "status in (big*big,)", "-(big*big) < 0"):
+        at.text_input(key="runs_expr").set_value(expression).run()
+        assert_ok(at)
+    at.text_input(key="runs_expr").set_value("(big*big*big) in status").run()
+    assert list(table(at)["id"]) == [], "a number is never a substring of a status"
+    assert len(at.dataframe(key="runs_table").value) == 0 and not at.error
+    at.text_input(key="runs_expr").set_value("big*big > 1e300").run()
+    assert list(table(at)["id"]) == ["huge"], "huge products compare as infinity"
+    at.text_input(key="runs_expr").set_value("big > 5").run()
+    assert list(table(at)["id"]) == ["huge"]
+
+
+def test_a_config_key_holding_markdown_or_a_url_is_text_in_the_group_heading(log_root: Path) -> None:
+    key = "[click](http://127.0.0.1:1/x)"
+    write(log_root, "a", {key: 1, "lr": 1e-3})
+    write(log_root, "b", {key: 2, "lr": 1e-4})
+    at = run_app()
+    at.selectbox(key="runs_group").set_value(key).run()
+    assert_ok(at)
+    (heading,) = [h.value for h in at.subheader if "Groups by" in h.value]
+    assert not re.search(r"(?<!\\)\]\(", heading) and "http\\:\u2060//" in heading, heading

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.errors import AppTestError
 
 from tests.notify.conftest import HttpReceiver, http_receiver  # noqa: F401 - the fixture, reused
 
@@ -18,11 +20,16 @@ SECRET_PATH = "/hooks/T0SECRET/B0SECRET/xoxo-very-secret-token"
 
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty log root through ``MONITOR_LOGDIR``, and no notification settings from the environment."""
+    """An empty log root through ``MONITOR_LOGDIR``, and no notification settings from the environment.
+
+    The user's config folder is ``tmp_path/xdg/monitor_cb`` (``$XDG_CONFIG_HOME``), so the real one is never read.
+    """
     logs = tmp_path / "logs"
     logs.mkdir()
     monkeypatch.setenv("MONITOR_LOGDIR", str(logs))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("MONITOR_NOTIFY_CONFIG", raising=False)
+    monkeypatch.delenv("MONITOR_READ_ONLY_SETTINGS", raising=False)
     yield logs
 
 
@@ -48,16 +55,29 @@ def all_text(at: AppTest) -> str:
 
 
 def write_notify(root: Path, text: str) -> Path:
-    path = root / ".monitor" / "notify.toml"
+    """The user's own settings (``$XDG_CONFIG_HOME/monitor_cb/notify.toml``), private as ssh wants them."""
+    path = root.parent / "xdg" / "monitor_cb" / "notify.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
     path.write_text(text, encoding="utf-8")
+    path.chmod(0o600)
     return path
+
+
+def plant_exec(root: Path) -> Path:
+    """What a hostile colleague leaves in the shared root: an ``exec`` channel; returns the file it would create."""
+    marker = root.parent / "owned.txt"
+    planted = root / ".monitor" / "notify.toml"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(f'[[channels]]\ntype = "exec"\nname = "planted"\ncommand = ["sh", "-c", "id > {marker}"]\n')
+    return marker
 
 
 def test_no_notification_settings_shows_where_to_create_them(root: Path) -> None:
     at = run_app()
     info = " ".join(i.value for i in at.info)
-    assert "No notification settings" in info and "notify.toml" in info
+    assert "No notification settings" in info
+    assert str(root.parent / "xdg" / "monitor_cb" / "notify.toml") in info, info
     assert any(c.language == "toml" and "[[channels]]" in c.value for c in at.code)
     assert not at.error
     assert not [b for b in at.button if b.key == "notify_test"]
@@ -104,6 +124,40 @@ def test_failed_delivery_is_one_error_per_channel_without_the_secret(
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and errors[0].startswith("ops: ")
     assert "SECRET" not in all_text(at)
+
+
+def test_delivery_state_shows_pending_and_the_last_error_as_plain_text(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor_cb.notify.alert import Alert
+    from monitor_cb.notify.state import RetryPolicy, WatchState
+
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(tmp_path / "own-state"))
+    at = run_app()
+    assert not at.dataframe and "No watcher state" in " ".join(c.value for c in at.caption)
+
+    nasty = "**bold** <b>x</b> [link](http://evil)"
+    state = WatchState()
+    box = state.outbox
+    for run in ("exp1", nasty):  # found long ago, never delivered: given up
+        box.add(Alert(run=run, kind="nan", severity="error", message="m", step=3), ["team"], now=1_000.0)
+    box.expire(now=1_000.0 + 86_401, expire_after=86_400)
+    box.prune()
+    now = time.time()
+    box.add(Alert(run="exp3", kind="stopped", severity="error", message="m", step=9), ["team"], now=now)
+    batch = box.batch("team")
+    box.mark_sending("team", batch)
+    box.record("team", batch, False, now, RetryPolicy(), error=f"HTTP 500 {nasty}")
+    state.save(WatchState.default_path(root))
+
+    at = run_app()
+    channels = at.dataframe[0].value
+    assert list(channels["channel"]) == ["team"] and list(channels["pending"]) == ["1"]
+    assert list(channels["expired"]) == ["2"] and channels["last error"].iloc[0] == f"HTTP 500 {nasty}"  # plain text
+    expired = at.dataframe[1].value
+    assert sorted(expired["run"]) == sorted(["exp1", nasty]) and set(expired["kind"]) == {"nan"}
+    shown = " ".join(e.value for e in [*at.markdown, *at.caption, *at.warning, *at.error, *at.info])
+    assert "<b>" not in shown and "**bold**" not in shown  # never rendered as Markdown or HTML
 
 
 @pytest.mark.parametrize(
@@ -221,8 +275,7 @@ def test_settings_never_read_or_written_outside_the_root(root: Path, tmp_path: P
     assert at.number_input(key="diag_spike_z").value == 8.0, "the outside settings are not used"
     warnings = " ".join(w.value for w in at.warning)
     assert "outside the log root" in warnings
-    errors = " ".join(e.value for e in at.error)
-    assert "outside the log root" in errors and not at.dataframe, "notify.toml outside the root is not read"
+    assert "is not used" in warnings and not at.dataframe, "notify.toml in (or through) the root is not read"
     assert "outside" not in " ".join(str(c) for c in at.get("arrow_data_frame"))
     at.number_input(key="diag_spike_z").set_value(5.5)
     at.form_submit_button[0].click().run()  # Save
@@ -230,3 +283,89 @@ def test_settings_never_read_or_written_outside_the_root(root: Path, tmp_path: P
     assert any("Cannot write the settings" in e.value and "outside the log root" in e.value for e in at.error)
     assert json.loads((elsewhere / "diagnosis.json").read_text()) == {"spike_z": 3.0}, "nothing written there"
     assert sorted(p.name for p in elsewhere.iterdir()) == ["diagnosis.json", "notify.toml"]
+
+
+# ----------------------------------------------------------------------------- trust boundary
+def test_a_planted_exec_channel_in_the_root_never_runs(root: Path) -> None:
+    """``LOGROOT/.monitor/notify.toml`` with an ``exec`` channel: a note says it is not used; nothing to test-send."""
+    marker = plant_exec(root)
+    at = run_app()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "shared log root and is not used" in warnings and "xdg" in warnings, warnings
+    assert not [b for b in at.button if b.key == "notify_test"] and not at.dataframe
+    assert not marker.exists()
+
+
+def test_the_test_button_sends_only_the_users_own_channels(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    http_receiver: Callable[..., HttpReceiver],  # noqa: F811
+) -> None:
+    marker = plant_exec(root)
+    receiver = http_receiver()
+    monkeypatch.setenv("TEST_HOOK_URL", receiver.url + "/hook")
+    write_notify(root, '[[channels]]\ntype = "webhook"\nname = "mine"\nurl_env = "TEST_HOOK_URL"\n')
+    at = run_app()
+    assert list(at.dataframe[0].value["name"]) == ["mine"]
+    at.button(key="notify_test").click().run()
+    assert not at.exception
+    assert [s.value for s in at.success] == ["mine: delivered"]
+    assert len(receiver.bodies()) == 1 and not marker.exists()
+
+
+def test_a_group_writable_user_config_is_refused_with_the_fix(root: Path) -> None:
+    path = write_notify(root, '[[channels]]\ntype = "exec"\nname = "mine"\ncommand = ["true"]\n')
+    path.chmod(0o664)
+    at = run_app()
+    errors = " ".join(e.value for e in at.error)
+    assert "writable by group" in errors and "chmod go\\-w" in errors, errors
+    assert not at.dataframe and not [b for b in at.button if b.key == "notify_test"]
+
+
+# ----------------------------------------------------------------------------- read-only settings
+def test_read_only_settings_cannot_silence_the_nan_alert(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    http_receiver: Callable[..., HttpReceiver],  # noqa: F811
+) -> None:
+    """A viewer of a ``--read-only-settings`` dashboard unticks "NaN / Inf": nothing can be saved, the file
+    stays as it was, nothing can be test-sent, and the watcher still alerts on a NaN run."""
+    from tests.notify.test_watcher import sent, watch_once, write_run
+
+    monkeypatch.setenv("MONITOR_READ_ONLY_SETTINGS", "1")
+    receiver = http_receiver()
+    monkeypatch.setenv("TEST_HOOK_URL", receiver.url + "/hook")
+    write_notify(root, '[[channels]]\ntype = "webhook"\nname = "mine"\nurl_env = "TEST_HOOK_URL"\n')
+    saved = root / ".monitor" / "diagnosis.json"
+    saved.parent.mkdir()
+    saved.write_text('{"spike_z": 6.0}')
+    before = saved.read_bytes()
+    at = run_app()
+    assert any("Read-only" in i.value for i in at.info)
+    assert not at.form_submit_button and not [b for b in at.button if b.key == "notify_test"]
+    nan = at.toggle(key="diag_on_nan")
+    assert nan.disabled and nan.value is True and at.number_input(key="diag_spike_z").disabled
+    assert at.number_input(key="diag_spike_z").value == 6.0, "the saved values are shown"
+    with pytest.raises(AppTestError, match="disabled"):
+        nan.set_value(False)  # a browser cannot
+    at.session_state["diag_on_nan"] = False  # what a crafted client could send: still nothing writes
+    at.run()
+    assert not at.exception and not at.form_submit_button
+    assert saved.read_bytes() == before and sorted(p.name for p in saved.parent.iterdir()) == ["diagnosis.json"]
+    write_run(root, "exp1", range(1, 201), nan_from=120)
+    watch_once(root, receiver, skip_older=0)
+    assert "nan" in [a["kind"] for a in sent(receiver)]
+
+
+def test_an_admin_token_unlocks_saving_for_that_session_only(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_SETTINGS_ADMIN_TOKEN", "adm-7f3")
+    at = run_app()
+    assert not at.form_submit_button and at.toggle(key="diag_on_nan").disabled
+    at.text_input(key="settings_admin_token").input("wrong").run()
+    assert any("not the admin token" in e.value for e in at.error) and not at.form_submit_button
+    at.text_input(key="settings_admin_token").input("adm-7f3").run()
+    assert not at.exception and at.form_submit_button and not at.toggle(key="diag_on_nan").disabled
+    at.toggle(key="diag_on_plateau").set_value(False)
+    at.form_submit_button[0].click().run()
+    assert json.loads((root / ".monitor" / "diagnosis.json").read_text())["disabled"] == ["plateau"]
+    assert not run_app().form_submit_button, "another session starts locked"

@@ -49,10 +49,21 @@ def markdown_texts(at: AppTest) -> list[str]:
     return [str(p.value) for p in parts]
 
 
+URL = "http://127.0.0.1:1/x"
+# What remark-gfm's autolink-literal transform links in text once the escapes are resolved
+# (mdast-util-gfm-autolink-literal): a URL with its scheme, ``www.``, an e-mail address.
+AUTOLINK = re.compile(r"(?i)(https?://|www\.)[-.\w]|[-.\w+]@[-\w]+\.[-\w]")
+
+
 def inert(text: str) -> bool:
-    """No unescaped ``**`` and no unescaped ``](``, outside code spans (which render literally)."""
+    """No unescaped ``**``, no unescaped ``](`` and nothing GFM autolinks, outside code spans (shown literally)."""
     outside = re.sub(r"`[^`]*`", "", text)
-    return not re.search(r"(?<!\\)\*\*", outside) and not re.search(r"(?<!\\)\]\(", outside)
+    return not re.search(r"(?<!\\)\*\*", outside) and not re.search(r"(?<!\\)\]\(", outside) and linkless(text)
+
+
+def linkless(text: str) -> bool:
+    """Nothing GFM would autolink in the text the browser gets once escapes are resolved (code spans aside)."""
+    return not AUTOLINK.search(re.sub(r"\\(.)", r"\1", re.sub(r"`[^`]*`", "", text)))
 
 
 def test_inert_tells_markdown_from_escaped_text() -> None:
@@ -60,6 +71,9 @@ def test_inert_tells_markdown_from_escaped_text() -> None:
 
     assert not inert(HOSTILE) and not inert(f"Cannot replay {HOSTILE!r}")
     assert inert(escape_markdown(HOSTILE)) and inert(f"run `{escape_code(HOSTILE)}` is gone")
+    for linked in (URL, "see WWW.example.com", "mail ana@example.com", "https\\://evil\\.example"):
+        assert not inert(linked), linked
+        assert inert(escape_markdown(linked)), escape_markdown(linked)
 
 
 # ----------------------------------------------------------------------------- no emoji
@@ -134,3 +148,35 @@ def test_hostile_run_name_reason_and_query_are_shown_as_text(log_root: Path) -> 
 
 def at_errors(at: AppTest) -> list[str]:
     return [str(e.value) for e in at.error]
+
+
+def test_a_url_in_a_run_name_or_an_upload_name_is_no_link(log_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose metadata ``name`` holds a URL, on Live and Replay, and an uploaded file named with one:
+    every caption and box keeps it as text (GFM would link ``http://…`` even when escaped)."""
+    writer = write_run(log_root, "urlrun", steps=60, close=None)
+    writer.close("failed", f"see {URL} now")
+    meta_path = log_root / "urlrun" / "metrics.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["name"] = f"run {URL} by ana@example.com"
+    meta_path.write_text(json.dumps(meta))
+    live = run_entry(DASHBOARD, {"run": "urlrun"})
+    assert_ok(live)
+    texts = markdown_texts(live)
+    assert any("127" in t for t in texts), texts
+    assert all(inert(t) for t in texts), [t for t in texts if not inert(t)]
+
+    monkeypatch.setenv("MONITOR_TEST_PAGE", "replay")
+    replay = run_entry(COMPARE_APP, {"run": "urlrun"})
+    assert_ok(replay)
+    texts = markdown_texts(replay)
+    assert any("127" in t and "by ana" in t for t in texts), texts  # the header caption names the run
+    assert all(linkless(t) for t in texts), [t for t in texts if not linkless(t)]
+
+    replay.sidebar.radio(key="rp_source").set_value("upload").run()
+    lines = b"".join(b'{"step": %d, "loss": 1.0}\n' % s for s in range(1, 40))
+    replay.sidebar.file_uploader(key="rp_upload").upload(f"a {URL} b.jsonl", lines, "text/plain")
+    replay.run()
+    assert_ok(replay)
+    texts = markdown_texts(replay)
+    assert any("127" in t for t in texts), texts
+    assert all(linkless(t) for t in texts), [t for t in texts if not linkless(t)]

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from monitor_cb.compare.colordiff import ciede2000, hex_to_lab
+from monitor_cb.testing.colordiff import ciede2000, hex_to_lab
 from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_server
 from tests.compare.runs_helpers import write_sweep_run
 

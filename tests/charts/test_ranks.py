@@ -15,7 +15,7 @@ from monitor_cb.charts.ranks import (
     telemetry_columns,
     utilisation_figure,
 )
-from monitor_cb.demo.synthetic_ranks import healthy_ranks_run, labelled_ranks_run
+from monitor_cb.testing.synthetic_ranks import healthy_ranks_run, labelled_ranks_run
 
 
 @pytest.fixture(scope="module")

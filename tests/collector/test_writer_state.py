@@ -136,6 +136,8 @@ def lines_tail(run: Path) -> dict[str, Any]:
     ("kwargs", "message"),
     [
         ({"queue_size": 0}, "queue_size"),
+        ({"queue_bytes": 0}, "queue_bytes"),
+        ({"queue_bytes": 1.5}, "queue_bytes"),
         ({"rank": -1}, "rank"),
         ({"rank": "0"}, "rank"),
         ({"world_size": 0}, "world_size"),

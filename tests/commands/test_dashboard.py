@@ -64,3 +64,25 @@ def test_without_streamlit_it_says_what_to_install(
     )
     assert main(["dashboard"]) == 2
     assert "pip install 'monitor-cb[dashboard]'" in capsys.readouterr().err
+
+
+def test_token_and_read_only_reach_the_server_through_its_environment_not_its_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parse = build_parser().parse_args
+    assert parse(["dashboard", "--token"]).token == "auto"
+    assert parse(["dashboard", "--token", "pw 1", "--logdir", "runs"]).token == "pw 1"
+    assert parse(["dashboard"]).token is None and parse(["dashboard"]).read_only_settings is False
+    env = dashboard.server_env({"PATH": "/bin"}, "auto", True)
+    assert env == {"PATH": "/bin", "MONITOR_DASHBOARD_TOKEN": "auto", "MONITOR_READ_ONLY_SETTINGS": "1"}
+    assert dashboard.server_env({"PATH": "/bin"}, None, False) == {"PATH": "/bin"}
+
+    started: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(dashboard.os, "execve", lambda exe, argv, env: started.append((argv, env)))
+    monkeypatch.delenv("MONITOR_DASHBOARD_TOKEN", raising=False)
+    main(["dashboard", "--logdir", str(tmp_path), "--token", "s3cret-pw", "--read-only-settings"])
+    argv, env = started[-1]
+    assert "s3cret-pw" not in " ".join(argv) and env["MONITOR_DASHBOARD_TOKEN"] == "s3cret-pw"
+    assert env["MONITOR_READ_ONLY_SETTINGS"] == "1" and "warning" not in capsys.readouterr().err
+    main(["dashboard", "--logdir", str(tmp_path), "--host", "0.0.0.0"])
+    assert "without --token" in capsys.readouterr().err

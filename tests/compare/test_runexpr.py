@@ -124,3 +124,22 @@ def test_a_config_nan_stored_as_text_is_nan() -> None:
     assert keep({"wd": "NaN"}) and keep({"wd": math.nan})
     assert not keep({"wd": 0.1}) and not keep({"wd": "nan-ish"})
     assert compile_filter("wd != nan", ["wd"])({"wd": 0.1}) and not compile_filter("wd != nan", ["wd"])({"wd": "NaN"})
+
+
+def test_integers_beyond_a_double_are_infinity_in_arithmetic() -> None:
+    """A config may hold a 2,150-digit JSON integer; ``(big*big*big) in status`` once raised Python's
+    ValueError for str() of over 4,300 digits, and a long product cost seconds per row."""
+    big = int("9" * 2150)
+    row = {"big": big, "status": "finished"}
+
+    def keep(expression: str) -> bool:
+        return compile_filter(expression, None)(row)
+
+    assert not keep("(big*big*big) in status") and not keep("status in (big*big*big,)")
+    assert keep("big*big > 1e300") and keep("-big*big < -1e300") and keep("big > 5")
+    assert not keep("big - big == 0"), "infinity minus infinity is NaN: not equal to anything"
+    product = "*".join(["big"] * 60)
+    assert keep(f"{product} > 0")
+    assert keep("big*0 != 0"), "infinity times zero is NaN, never 0"
+    exact = {"n": 2**60 + 1}
+    assert compile_filter("n*2 == 2305843009213693954", None)(exact), "integers in a double's range stay exact"

@@ -56,21 +56,29 @@ def test_form_round_trip() -> None:
 
 
 def test_notify_status_without_a_file(tmp_path: Path) -> None:
-    status = notify_status(tmp_path, env={})
-    assert status.path is None and status.config is None and status.error is None
-    assert status.suggested == tmp_path / ".monitor" / "notify.toml"
+    status = notify_status(tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    assert status.path is None and status.config is None and status.error is None and status.ignored is None
+    assert status.suggested == tmp_path / "xdg" / "monitor_cb" / "notify.toml"
     assert status.channels == []
 
 
+def test_notify_status_of_an_s3_root_suggests_the_users_own_file(tmp_path: Path) -> None:
+    """Not ``s3:/bucket/.monitor/notify.toml`` (a URL made a Path): the user's config folder."""
+    status = notify_status("s3://bucket/prefix", env={"HOME": str(tmp_path)})
+    assert status.suggested == tmp_path / ".config" / "monitor_cb" / "notify.toml"
+    assert status.ignored is None and status.error is None
+
+
 def test_notify_status_masks_secrets(tmp_path: Path) -> None:
-    (tmp_path / ".monitor").mkdir()
-    (tmp_path / ".monitor" / "notify.toml").write_text(
+    config = tmp_path / "xdg" / "monitor_cb" / "notify.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
         '[[channels]]\ntype = "webhook"\nname = "team"\nurl_env = "HOOK"\n'
         '[[channels]]\ntype = "exec"\ncommand = ["true"]\n'
     )
     secret = "http://127.0.0.1:9/hooks/T0-SECRET-TOKEN-abcdef"
-    status = notify_status(tmp_path, env={"HOOK": secret})
-    assert status.error is None and status.path == tmp_path / ".monitor" / "notify.toml"
+    status = notify_status(tmp_path, env={"HOOK": secret, "XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    assert status.error is None and status.path == config
     rows = status.channels
     assert [r["name"] for r in rows] == ["team", "exec-2"]
     assert rows[0]["url"] == "http://127.0.0.1:9/***" and rows[0]["url_from"] == "$HOOK"

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor_cb.demo.synthetic import healthy_run
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose, engine
+from monitor_cb.testing.synthetic import healthy_run
 from tests.diagnosis.helpers import decaying_loss, frame, noisy
 
 

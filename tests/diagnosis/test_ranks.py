@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from monitor_cb.analysis.ranks import leave_one_out_median, rank_matrix, row_mad, row_nanmedian
-from monitor_cb.demo.synthetic_ranks import healthy_ranks_run, labelled_ranks_run, score_ranks
 from monitor_cb.diagnosis import HELP, DiagnosisSettings, diagnose
 from monitor_cb.diagnosis.ranks import (
     detect_rank_divergence,
@@ -19,6 +18,7 @@ from monitor_cb.diagnosis.ranks import (
     read_rank_places,
 )
 from monitor_cb.ingest import RunStore
+from monitor_cb.testing.synthetic_ranks import healthy_ranks_run, labelled_ranks_run, score_ranks
 from monitor_cb.writer import MetricsWriter
 
 METRICS = ("loss", "lr", "grad_norm", "throughput", "step_time", "data_time")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from monitor_cb.diagnosis import DiagnosisSettings, diagnose
-from monitor_cb.diagnosis.corpus import corpus_dir, iter_runs, live_alarms, score_event
-from monitor_cb.diagnosis.inject import FAULTS, inject, score_injected
+from monitor_cb.testing.corpus import corpus_dir, iter_runs, live_alarms, score_event
+from monitor_cb.testing.inject import FAULTS, inject, score_injected
 
 ROOT = corpus_dir()
 pytestmark = pytest.mark.skipif(ROOT is None, reason="the real-runs corpus (../shared/real_runs) is not here")

@@ -11,7 +11,7 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from monitor_cb.ingest import RunStore
-from monitor_cb.ingest.colcache import ColumnarCache, Place, places_for
+from monitor_cb.ingest.colcache import FORMAT, ColumnarCache, Place, places_for
 from monitor_cb.ingest.source import MetricsSource
 from monitor_cb.ingest.tiered import OVERLAY
 from tests.ingest.helpers import append, line, records, replace_file
@@ -150,7 +150,7 @@ def test_a_damaged_or_missing_cache_only_costs_time(tmp_path: Path, damage: str)
     elif damage == "cut":
         cached.write_bytes(cached.read_bytes()[:-300])
     else:
-        cached.write_bytes(cached.read_bytes().replace(b'"format": 1', b'"format": 9'))
+        cached.write_bytes(cached.read_bytes().replace(f'"format": {FORMAT}'.encode(), b'"format": 9'))
     again = MetricsSource(path, cache=cache)
     again.poll()
     assert not again.cache_hit

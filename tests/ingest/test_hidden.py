@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from monitor_cb.dashboard.settings_form import notify_status
 from monitor_cb.diagnosis.settings import DiagnosisSettings, load_settings_checked, save_settings
 from monitor_cb.ingest.hidden import OutsideRootError, hidden_path
-from monitor_cb.notify.config import ConfigError, find_config
+from monitor_cb.notify.config import find_config
 from monitor_cb.notify.state import WatchState
 
 
@@ -65,20 +64,22 @@ def test_diagnosis_settings_stay_inside(linked: tuple[Path, Path]) -> None:
 def test_notification_settings_stay_inside(linked: tuple[Path, Path]) -> None:
     root, elsewhere = linked
     (elsewhere / "notify.toml").write_text('[[channels]]\ntype = "webhook"\nurl = "http://x"\n')
-    with pytest.raises(ConfigError, match="outside the log root"):
-        find_config(root, env={})
+    assert find_config(root, env={}) is None, "a file in (or through) the root is never settings"
     status = notify_status(root, env={})
-    assert status.config is None and "outside the log root" in (status.error or "")
+    assert status.config is None and status.error is None and "not used" in (status.ignored or "")
     assert find_config(root, env={"MONITOR_NOTIFY_CONFIG": str(elsewhere / "notify.toml")}), "explicit: allowed"
 
 
-def test_the_watchers_state_stays_inside(linked: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
-    from monitor_cb.notify.watcher import _default_state_path
+def test_the_watchers_state_is_never_in_the_root(
+    linked: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor_cb.notify.state import legacy_state
 
     root, elsewhere = linked
-    with pytest.raises(OutsideRootError):
-        WatchState.default_path(root)
-    with caplog.at_level(logging.WARNING, logger="monitor_cb.notify"):
-        assert _default_state_path(root) is None
-    assert "kept in memory" in caplog.text
-    assert list(elsewhere.iterdir()) == []
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(tmp_path / "own"))
+    path = WatchState.default_path(root)
+    assert tmp_path / "own" in path.parents and root.resolve() not in path.resolve().parents
+    # an old state reached through a link out of the root is not imported
+    (elsewhere / "watch-state.json").write_text(json.dumps({"version": 1, "runs": {"x": {"alerted": ["nan"]}}}))
+    assert legacy_state(root) is None
+    assert sorted(os.listdir(elsewhere)) == ["watch-state.json"]

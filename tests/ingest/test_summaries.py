@@ -90,3 +90,16 @@ def test_the_index_is_written_only_when_something_changed(tmp_path: Path) -> Non
     second.list_runs()
     assert not second.index.flush(force=True)
     assert os.stat(root / ".monitor" / "cache" / INDEX_NAME).st_mtime_ns == mtime
+
+
+def test_the_shortest_honest_lines_are_still_listed_from_the_index(tmp_path: Path) -> None:
+    """The index's plausibility check (records and bad lines a file's bytes can hold) never refuses an honest
+    entry: a file of the shortest records and the shortest bad lines is listed without reading it."""
+    root = make_root(tmp_path, runs=2)
+    (root / "run0" / "metrics.jsonl").write_bytes(b"{}\n" * 500 + b"x\n" * 500 + records(1, 3))
+    first = store_of(root)
+    want = infos(first)
+    first.index.flush(force=True)
+    second = store_of(root)
+    assert infos(second) == want
+    assert read_sources(second) == []

@@ -138,3 +138,23 @@ def test_rewrite_behind_the_offset_with_the_same_start_is_caught(tmp_path: Path)
     lines, resets = drain(tail)
     assert resets == 1
     assert steps(lines) == list(range(1, 201)) + list(range(500, 531))
+
+
+def test_a_whole_file_read_reads_the_file_checked_even_if_its_name_is_swapped(tmp_path: Path) -> None:
+    """polars opens the whole file by name: it is given the descriptor's own name, so a link out of the root
+    (or a FIFO) swapped in after the check is never what it reads."""
+    import polars as pl
+
+    from monitor_cb.ingest.tail import _by_descriptor
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"step": 1, "loss": 0.5}\n')
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_bytes(b'{"step": 1, "loss": 999.0}\n')
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        path.unlink()
+        path.symlink_to(outside)  # swapped after the open
+        assert pl.read_ndjson(_by_descriptor(fd, path))["loss"].to_list() == [0.5]
+    finally:
+        os.close(fd)

@@ -45,7 +45,8 @@ class Request:
 @dataclass
 class HttpReceiver:
     """Records POSTs. ``statuses`` is consumed one per request (then ``default_status``);
-    ``hang`` makes it never answer (until teardown); ``answer`` is the JSON body sent back."""
+    ``hang`` makes it never answer (until teardown); ``delay`` answers after that many seconds (a slow
+    receiver that still accepts); ``answer`` is the JSON body sent back."""
 
     server: ThreadingHTTPServer
     requests: list[Request] = field(default_factory=list)
@@ -53,6 +54,7 @@ class HttpReceiver:
     default_status: int = 200
     answer: dict[str, Any] = field(default_factory=dict)
     hang: bool = False
+    delay: float = 0.0
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,6 +82,8 @@ def _make_handler(receiver_ref: list[HttpReceiver]) -> type[BaseHTTPRequestHandl
             if rec.hang:
                 rec.release.wait(60)  # released at teardown; the client must give up by its timeout
                 return
+            if rec.delay:
+                rec.release.wait(rec.delay)  # the receiver's own slowness, cut short at teardown
             body = json.dumps(rec.answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -95,12 +99,12 @@ def _make_handler(receiver_ref: list[HttpReceiver]) -> type[BaseHTTPRequestHandl
 
 @pytest.fixture
 def http_receiver() -> Iterator[Callable[..., HttpReceiver]]:
-    """A factory: ``http_receiver(statuses=[500, 200], answer={"errcode": 0}, hang=False)``."""
+    """A factory: ``http_receiver(statuses=[500, 200], answer={"errcode": 0}, hang=False, port=0)``."""
     made: list[HttpReceiver] = []
 
-    def make(**kwargs: Any) -> HttpReceiver:
+    def make(port: int = 0, **kwargs: Any) -> HttpReceiver:
         ref: list[HttpReceiver] = []
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(ref))
+        server = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(ref))
         server.daemon_threads = True
         receiver = HttpReceiver(server, **kwargs)
         ref.append(receiver)
@@ -197,3 +201,11 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
         timeout=30,
     )  # fmt: skip
     return cert, key
+
+
+@pytest.fixture(autouse=True)
+def own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The watcher keeps its state in the user's state folder: a temporary one here (subprocesses inherit it)."""
+    folder = tmp_path / "own-state"
+    monkeypatch.setenv("MONITOR_STATE_DIR", str(folder))
+    return folder

@@ -71,7 +71,10 @@ def test_webhook_body_is_documented_json_and_signed(http_receiver):
     assert request.headers["X-Monitor-Signature"] == expected
     # The text rendering keeps run content on its own line: no injected newline.
     lines = body["text"].splitlines()
-    assert len(lines) == 4 and lines[2] == "time: 2025-12-02T18:00:00Z"
+    assert len(lines) == 5 and lines[2] == "time: 2025-12-02T18:00:00Z"
+    # The stable id: in the body, in the text, and as the idempotency header.
+    assert body["id"] == body["alerts"][0]["id"] == nasty_alert().id and body["id"].startswith("a-")
+    assert lines[4] == f"id: {body['id']}" and request.headers["Idempotency-Key"] == body["id"]
 
 
 def test_webhook_digest_body(http_receiver):
@@ -81,6 +84,9 @@ def test_webhook_digest_body(http_receiver):
     body = rx.requests[0].json
     assert (body["kind"], body["count"], body["run"]) == ("digest", 3, None)
     assert [a["run"] for a in body["alerts"]] == ["r0", "r1", "r2"]
+    ids = [a["id"] for a in body["alerts"]]
+    assert len(set(ids)) == 3 and all(f"id {i}" in body["text"] for i in ids)  # each alert's id, in every format
+    assert body["id"].startswith("d-") and rx.requests[0].headers["Idempotency-Key"] == body["id"]
 
 
 def test_slack_text_escapes_control_characters(http_receiver):
@@ -163,7 +169,7 @@ def test_wecom_text_and_markdown(http_receiver):
     content = md_body["markdown"]["content"]
     assert content.startswith("**") and "<" not in content
     assert r"\*bold\*" in content and r"\[x\](http://e.vil)" in content and r"\_it\_" in content and r"\`c\`" in content
-    assert all(line.startswith(("**", "ERROR", "time:", "link:")) for line in content.splitlines())
+    assert all(line.startswith(("**", "ERROR", "time:", "link:", "id:")) for line in content.splitlines())
 
 
 def test_email_plain_smtp(smtp_receiver):

@@ -151,12 +151,23 @@ def test_masking_helpers():
 
 
 def test_find_config(tmp_path: Path):
-    from monitor_cb.notify.config import find_config
+    """The user's own file (``$XDG_CONFIG_HOME``, else ``$HOME/.config``), never one in the log root."""
+    from monitor_cb.notify.config import find_config, ignored_root_settings
 
-    assert find_config(tmp_path, env={}) is None
-    (tmp_path / ".monitor").mkdir()
-    (tmp_path / ".monitor" / "notify.json").write_text("{}")
-    assert find_config(tmp_path, env={}) == tmp_path / ".monitor" / "notify.json"
-    (tmp_path / ".monitor" / "notify.toml").write_text("")
-    assert find_config(tmp_path, env={}) == tmp_path / ".monitor" / "notify.toml"
-    assert find_config(tmp_path, env={"MONITOR_NOTIFY_CONFIG": "/etc/x.toml"}) == Path("/etc/x.toml")
+    root = tmp_path / "logs"
+    env = {"HOME": str(tmp_path / "home")}
+    assert find_config(root, env=env) is None
+    (root / ".monitor").mkdir(parents=True)
+    (root / ".monitor" / "notify.toml").write_text("")
+    assert find_config(root, env=env) is None, "a file in the root is not settings"
+    note = ignored_root_settings(root, env)
+    assert note and "not used" in note and str(tmp_path / "home" / ".config" / "monitor_cb" / "notify.toml") in note
+    mine = tmp_path / "home" / ".config" / "monitor_cb"
+    mine.mkdir(parents=True)
+    (mine / "notify.json").write_text("{}")
+    assert find_config(root, env=env) == mine / "notify.json"
+    (mine / "notify.toml").write_text("")
+    assert find_config(root, env=env) == mine / "notify.toml"
+    xdg = {**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert find_config(root, env=xdg) is None
+    assert find_config(root, env={"MONITOR_NOTIFY_CONFIG": "/etc/x.toml"}) == Path("/etc/x.toml")

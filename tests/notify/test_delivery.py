@@ -24,7 +24,14 @@ def hook(receiver, name: str = "hook") -> WebhookChannel:
 
 
 def fast_config(*routes: Route, **overrides: float) -> NotifyConfig:
-    settings = {"timeout": 1.0, "retries": 2, "backoff": 0.05, "group_window": 0.0, "gather": 0.05}
+    settings = {
+        "timeout": 1.0,
+        "response_timeout": 1.0,
+        "retries": 2,
+        "backoff": 0.05,
+        "group_window": 0.0,
+        "gather": 0.05,
+    }
     settings.update(overrides)
     return NotifyConfig(routes=list(routes), **settings)  # type: ignore[arg-type]
 
@@ -66,6 +73,7 @@ def test_hanging_and_failing_receivers_do_not_block_the_others(http_receiver):
             Route(hook(good, "good"), min_severity="info"),
             Route(SlackChannel("slack", Secret(slack_good.url + "/services/x")), min_severity="info"),
             timeout=0.5,
+            response_timeout=0.5,
             retries=1,
         )
     )
@@ -79,6 +87,7 @@ def test_hanging_and_failing_receivers_do_not_block_the_others(http_receiver):
     by_channel = {r.channel: r for r in notifier.results}
     assert by_channel["good"].ok and by_channel["slack"].ok
     assert not by_channel["hanging"].ok and "did not answer within 0.5 s" in (by_channel["hanging"].error or "")
+    assert "outcome unknown" in (by_channel["hanging"].error or "")  # it had the message: a retry repeats its id
     assert not by_channel["failing"].ok and by_channel["failing"].attempts == 2
     assert len(hanging.requests) == 2 and len(failing.requests) == 2
 

@@ -1,4 +1,4 @@
-"""The headless watcher on real runs (MetricsWriter -> RunStore -> diagnose -> Notifier -> receiver)."""
+"""The headless watcher on real runs (MetricsWriter -> RunStore -> diagnose -> outbox -> receiver)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from monitor_cb.notify.channels import WebhookChannel
 from monitor_cb.notify.config import NotifyConfig, Route
-from monitor_cb.notify.delivery import Notifier
 from monitor_cb.notify.masking import Secret
 from monitor_cb.notify.state import WatchState
 from monitor_cb.notify.training import TrainingNotifier, guard_message
@@ -29,9 +28,16 @@ pytest.importorskip("monitor_cb.diagnosis")
 NAN = math.nan
 
 
-def make_notifier(receiver) -> Notifier:
+def make_config(receiver) -> NotifyConfig:
     route = Route(WebhookChannel("hook", Secret(receiver.url + "/hook")), min_severity="info")
-    return Notifier(NotifyConfig(routes=[route], timeout=2, retries=1, backoff=0.05, group_window=0, gather=0.05))
+    return NotifyConfig(
+        routes=[route], timeout=2, response_timeout=2, retries=1, backoff=0.05, group_window=0, gather=0.05
+    )
+
+
+def state_file(root: Path) -> Path:
+    """The watcher's own state for ``root`` (under $MONITOR_STATE_DIR, which conftest points at tmp_path)."""
+    return WatchState.default_path(root)
 
 
 def sent(receiver) -> list[dict]:
@@ -58,10 +64,9 @@ def write_run(root: Path, name: str, steps: range, nan_from: int | None = None, 
 
 
 def watch_once(root: Path, receiver, **kwargs) -> list:
-    notifier = make_notifier(receiver)
-    watcher = Watcher(root, notifier, **kwargs)
+    watcher = Watcher(root, make_config(receiver), **kwargs)
     alerts = watcher.poll()
-    assert notifier.close(timeout=10)
+    assert watcher.deliver(timeout=10)
     return alerts
 
 
@@ -79,8 +84,11 @@ def test_nan_run_alerts_once_restart_sends_nothing_new_run_is_watched(tmp_path: 
     assert (nan["run"], nan["severity"], nan["step"]) == ("exp1", "error", 101)
     (stopped,) = [a for a in alerts if a["kind"] == "stopped"]
     assert stopped["severity"] == "error" and stopped["message"] == "stopped: non-finite loss at step 100"
-    state_file = root / ".monitor" / "watch-state.json"
-    assert "nan" in json.loads(state_file.read_text())["runs"]["exp1"]["alerted"]
+    state = json.loads(state_file(root).read_text())
+    assert "nan" in state["runs"]["exp1"]["alerted"]
+    assert state["outbox"]["entries"] == []  # all delivered: nothing left pending
+    assert state["outbox"]["channels"]["hook"]["delivered"] == len(alerts)
+    assert not (root / ".monitor" / "watch-state.json").exists()  # never in the shared root
 
     before = len(rx.requests)
     watch_once(root, rx)  # a restart: a fresh watcher and notifier over the same state
@@ -98,8 +106,7 @@ def test_nan_run_alerts_once_restart_sends_nothing_new_run_is_watched(tmp_path: 
 def test_live_run_is_tailed(tmp_path: Path, http_receiver):
     root = tmp_path / "logs"
     rx = http_receiver()
-    notifier = make_notifier(rx)
-    watcher = Watcher(root, notifier)
+    watcher = Watcher(root, make_config(rx))
     writer = write_run(root, "live", range(1, 101))
     assert watcher.poll() == []  # healthy and running: nothing to say
     for step in range(101, 121):
@@ -107,7 +114,7 @@ def test_live_run_is_tailed(tmp_path: Path, http_receiver):
     assert writer.flush()
     kinds = [a.kind for a in watcher.poll()]
     assert kinds.count("nan") == 1
-    assert notifier.flush(timeout=5)
+    assert watcher.deliver(timeout=5)
     assert [a["kind"] for a in sent(rx)].count("nan") == 1
     for step in range(121, 141):  # more NaN: already reported
         writer.log(step=step, loss=NAN, lr=1e-3)
@@ -115,7 +122,7 @@ def test_live_run_is_tailed(tmp_path: Path, http_receiver):
     assert [a.kind for a in watcher.poll()].count("nan") == 0
     writer.close("finished")
     assert [a.kind for a in watcher.poll()] == ["finished"]
-    assert notifier.close(timeout=5)
+    assert watcher.deliver(timeout=5)
 
 
 def test_500_findings_of_one_kind_send_one_alert(tmp_path: Path, http_receiver):
@@ -130,7 +137,7 @@ def test_500_findings_of_one_kind_send_one_alert(tmp_path: Path, http_receiver):
     write_run(root, "exp1", range(1, 601), nan_from=101, status="failed", reason="RuntimeError: boom")
     alerts = watch_once(root, rx, diagnose=per_step)
     assert [a.kind for a in alerts] == ["nan", "failed"]
-    assert len(json.loads((root / ".monitor" / "watch-state.json").read_text())["runs"]["exp1"]["findings"]) == 500
+    assert len(json.loads(state_file(root).read_text())["runs"]["exp1"]["findings"]) == 500
     assert [a["kind"] for a in sent(rx)] == ["nan", "failed"]
 
 
@@ -142,7 +149,7 @@ def test_old_runs_are_recorded_without_alerts(tmp_path: Path, http_receiver):
     write_run(root, "old", range(1, 201), nan_from=150, status="stopped", reason="stopped: non-finite loss")
     alerts = watch_once(root, rx, clock=lambda: time.time() + 7200)  # the run looks two hours old
     assert alerts == [] and rx.requests == []
-    assert "nan" in WatchState.load(root / ".monitor" / "watch-state.json").runs["old"].alerted
+    assert "nan" in WatchState.load(state_file(root)).runs["old"].alerted
     assert [a.kind for a in watch_once(root, rx, skip_older=0)] == []  # still nothing: already recorded
 
 
@@ -153,15 +160,20 @@ def test_a_failing_receiver_does_not_stop_the_watcher(tmp_path: Path, http_recei
         Route(WebhookChannel(name, Secret(rx.url + "/h")), min_severity="info")
         for name, rx in (("hanging", hanging), ("failing", failing), ("good", good))
     ]
-    notifier = Notifier(NotifyConfig(routes=routes, timeout=0.5, retries=1, backoff=0.05, group_window=0, gather=0))
-    watcher = Watcher(root, notifier)
+    config = NotifyConfig(
+        routes=routes, timeout=0.5, response_timeout=0.5, retries=1, backoff=0.05, group_window=0, gather=0
+    )
+    watcher = Watcher(root, config)
+    watcher.outbox.start()
     write_run(root, "exp1", range(1, 101), nan_from=50, status="stopped", reason="stopped: non-finite loss")
     assert len(watcher.poll()) >= 2
     wait_for(lambda: good.requests, timeout=2, what="the healthy channel")
     write_run(root, "exp2", range(1, 30), status="finished")
     assert [a.kind for a in watcher.poll()] == ["finished"]  # the watcher goes on
-    assert notifier.close(timeout=5)
-    assert {a["run"] for a in sent(good)} == {"exp1", "exp2"}
+    wait_for(lambda: {a["run"] for a in sent(good)} == {"exp1", "exp2"}, timeout=5, what="both runs on the good one")
+    assert watcher.outbox.close(timeout=5)
+    pending = watcher.pending()
+    assert pending["good"] == 0 and pending["hanging"] >= 2 and pending["failing"] >= 2  # kept, not dropped
 
 
 def test_training_notifier_sends_the_guard_decision(tmp_path: Path, http_receiver):
@@ -233,15 +245,14 @@ def test_real_mindspore_demo_nan_guard_stop_sends_one_alert(tmp_path: Path, http
 def test_damaged_state_starts_afresh_and_is_replaced_atomically(tmp_path: Path, http_receiver, caplog):
     root = tmp_path / "logs"
     write_run(root, "exp1", range(1, 20), status="finished")
-    state_file = root / ".monitor" / "watch-state.json"
-    state_file.parent.mkdir(parents=True)
-    state_file.write_text('{"version": 1, "runs": {"exp1": ')  # torn by a crash
+    path = state_file(root)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"version": 1, "runs": {"exp1": ')  # torn by a crash
     rx = http_receiver()
     assert [a.kind for a in watch_once(root, rx)] == ["finished"]
     assert "unreadable" in caplog.text
-    assert json.loads(state_file.read_text())["version"] == 1
-    left = sorted(p.name for p in state_file.parent.rglob("*"))  # the store's cache folder sits beside it
-    assert [name for name in left if name not in ("cache", "index.json")] == ["watch-state.json"]  # no temp files
+    assert json.loads(path.read_text())["version"] == 2
+    assert sorted(p.name for p in path.parent.iterdir()) == ["watch-state.json"]  # no temp files
 
 
 def test_watch_command_once_fails_when_delivery_fails(tmp_path: Path, http_receiver):
@@ -288,8 +299,7 @@ def test_stalled_run_alerts_once_and_again_after_it_moves_on(tmp_path: Path, htt
     offset = [0.0]
     clock = lambda: time.time() + offset[0]  # noqa: E731 - a clock the test moves forward
     store = RunStore(root, policy=StatusPolicy(stall_min_s=60), clock=clock)
-    notifier = make_notifier(rx)
-    watcher = Watcher(root, notifier, store=store, clock=clock)
+    watcher = Watcher(root, make_config(rx), store=store, clock=clock)
     # records time-stamped at a steady 0.5 s a step: the pause between the two batches below is wall
     # time of this test (seconds on a loaded machine), which read as a throughput drop
     base = time.time() - 60.0
@@ -309,7 +319,7 @@ def test_stalled_run_alerts_once_and_again_after_it_moves_on(tmp_path: Path, htt
     offset[0] = 600.0
     assert [(a.kind, a.step) for a in watcher.poll()] == [("stalled", 60)]
     writer.close("finished")
-    assert notifier.close(timeout=5)
+    assert watcher.deliver(timeout=5)
     assert [a["kind"] for a in sent(rx)] == ["stalled", "stalled"]
 
 
@@ -331,3 +341,27 @@ def test_watch_command_keeps_watching_until_terminated(tmp_path: Path, http_rece
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_diagnosis_settings_others_can_write_cannot_switch_the_nan_alert_off(tmp_path: Path, http_receiver, caplog):
+    """A colleague who can write the shared root writes ``disabled: ["nan"]`` into a group-writable
+    diagnosis.json: the watcher says why it ignores the file and still alerts; a private file is honoured."""
+    from monitor_cb.diagnosis.settings import settings_path
+
+    root = tmp_path / "logs"
+    write_run(root, "exp1", range(1, 201), nan_from=101, status="failed")
+    path = settings_path(root)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"disabled": ["nan"]}))
+    path.chmod(0o666)
+    rx = http_receiver()
+    with caplog.at_level("WARNING", logger="monitor_cb.notify"):
+        watch_once(root, rx)
+    assert "nan" in [a["kind"] for a in sent(rx)]
+    assert "diagnosis settings not used" in caplog.text and f"chmod go-w {path}" in caplog.text
+
+    path.chmod(0o644)  # the watcher's own, private file: its choice stands
+    write_run(root, "exp2", range(1, 201), nan_from=101, status="failed")
+    before = len(sent(rx))
+    watch_once(root, rx)
+    assert [a["kind"] for a in sent(rx)[before:] if a["run"] == "exp2"] == ["failed"]

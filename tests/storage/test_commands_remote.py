@@ -135,5 +135,21 @@ def test_watch_once_on_a_bucket(s3_env: S3Env, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert "exp1" in text and "failed" in text
-    state = Path(os.environ["MONITOR_STATE_DIR"]) / "remote"
+    state = Path(os.environ["MONITOR_STATE_DIR"]) / "watch"
     assert any(state.rglob("watch-state.json"))  # the watcher's state is kept locally, not in the bucket
+
+
+def test_sync_once_with_a_fifo_as_metadata_finishes(s3_env: S3Env, tmp_path: Path) -> None:
+    """A FIFO where rank 1's metadata should be: the metrics are shipped, the FIFO is named, nothing hangs."""
+    run = tmp_path / "exp1"
+    two_rank_run(run)
+    meta = run / "metrics.rank1.meta.json"
+    meta.unlink()
+    os.mkfifo(meta)
+    done = cli("sync", str(run), s3_env.url("runs", "exp1"), "--once", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "metrics.rank1.meta.json is not a regular file (a FIFO); not uploaded" in done.stderr
+    keys = list_keys(s3_env.endpoint, s3_env.bucket, "runs/exp1")
+    assert "runs/exp1/metrics.rank0.meta.json" in keys
+    assert any(k.startswith("runs/exp1/metrics.rank1.jsonl.chunks/") for k in keys)
+    assert "runs/exp1/metrics.rank1.meta.json" not in keys

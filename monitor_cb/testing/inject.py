@@ -1,6 +1,6 @@
 """Faults injected into real training curves, and how many logged points ``diagnose`` needs to flag them.
 
-A healthy run from the real corpus (:mod:`monitor_cb.diagnosis.corpus`) keeps everything before the
+A healthy run from the real corpus (:mod:`monitor_cb.testing.corpus`) keeps everything before the
 onset as it was logged, so any warning before the onset is a false alarm on a real curve, and the
 fault after it sits on real noise, real schedules and real logging intervals:
 
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.diagnosis._stats import column, train_rows
-from monitor_cb.diagnosis.corpus import RealRun, eval_rows
+from monitor_cb.testing.corpus import RealRun, eval_rows
 
 FAULTS: dict[str, str] = {  # fault -> the finding kind that must flag it
     "nan": "nan",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from monitor_cb.demo.synthetic import FAILURE_KINDS, labelled_run, score
+from monitor_cb.testing.synthetic import FAILURE_KINDS, labelled_run, score
 
 # delay budget in logged points (the goal is 20); overfitting is judged in evaluations and
 # plateau needs plateau_points by definition, stalled in seconds of silence. A weak sawtooth can need

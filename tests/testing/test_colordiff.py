@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from monitor_cb.compare.colordiff import ciede2000, delta_e, hex_to_lab, hex_to_rgb, min_pairwise
+from monitor_cb.testing.colordiff import ciede2000, delta_e, hex_to_lab, hex_to_rgb, min_pairwise
 
 # Sharma, Wu & Dalal (2005), Table 1: L1 a1 b1, L2 a2 b2, CIEDE2000 (all 34 pairs).
 SHARMA_2005 = """
