@@ -72,6 +72,7 @@ K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last
 K_SHARED_X, K_SHARED_X_CHOICE, K_SIDE_X = "cmp_shared_x", "cmp_shared_x_choice", "cmp_side_shared_x"
 Q_SHARED_X = "sharex"
 Q_SMOOTHER, K_SMOOTHER = "smoother", "cmp_smoother"
+Q_LOGY, Q_LOGX, K_LOG_X = "logy", "logx", "cmp_log_x"
 SMOOTHER_SHORT = {"ema": "EMA", "mean": "Running avg", "gaussian": "Gaussian"}  # fit a narrow select
 # Many runs: overlays draw the first K_CAP picked runs, the rest start hidden in the legend.
 K_CAP, K_CAP_APPLIED, K_CAP_HID = "cmp_cap", "cmp_cap_applied", "cmp_cap_hid"
@@ -177,6 +178,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     )
     smoothing = s2.slider("Weight", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
+    log_x = c5.toggle("Log x", key=K_LOG_X, disabled=alignment not in ("step", "samples"))  # steps or samples
     shared_y = c6.toggle(
         "Shared y",
         key=K_SHARED_Y,
@@ -194,6 +196,11 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     _set_query(Q_METRIC, list(chosen))
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
+    for name, key in ((Q_LOGY, K_LOG), (Q_LOGX, K_LOG_X)):
+        if st.session_state.get(key):
+            _set_query(name, "1")
+        elif name in st.query_params:
+            del st.query_params[name]
     if smoother and smoother != DEFAULT_SMOOTHER:
         _set_query(Q_SMOOTHER, str(smoother))
     elif Q_SMOOTHER in st.query_params:
@@ -252,6 +259,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         shared_y=bool(shared_y),
         shared_x=shared_x,
         smoother=str(smoother or DEFAULT_SMOOTHER),
+        log_x=bool(log_x),
     )
     return settings, mode == "side", eval_metric
 
@@ -321,6 +329,9 @@ def _init_from_query(metrics: list[str], keys: list[str]) -> None:
         state[K_ALIGN] = align if align in ALIGNMENTS else DEFAULT_ALIGNMENT
     if K_SMOOTH not in state:
         state[K_SMOOTH] = _smoothing(st.query_params.get(Q_SMOOTH))
+    for name, key in ((Q_LOGY, K_LOG), (Q_LOGX, K_LOG_X)):
+        if key not in state:
+            state[key] = st.query_params.get(name) == "1"
     if K_SMOOTHER not in state:
         wanted = st.query_params.get(Q_SMOOTHER)
         state[K_SMOOTHER] = wanted if wanted in SMOOTHERS else DEFAULT_SMOOTHER
@@ -422,6 +433,10 @@ def _event_range(event: Mapping[str, Any]) -> tuple[Any, Any] | None:
     b = parse_x_value(event.get("x1"), is_datetime)
     if a is None or b is None:
         return st.session_state.get(K_RANGE)
+    if st.session_state.get(K_LOG_X) and st.session_state.get(K_ALIGN) in ("step", "samples"):
+        if max(abs(a), abs(b)) > 300:  # not log10 units: leave the range as it was
+            return st.session_state.get(K_RANGE)
+        a, b = 10.0**a, 10.0**b  # a log axis reports its range in log10 units
     lo, hi = min(a, b), max(a, b)
     if is_datetime:
         return (_datetime(lo), _datetime(hi))

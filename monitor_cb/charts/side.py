@@ -113,7 +113,9 @@ def side_view(
         for fig in figs:
             fig.update_layout(showlegend=False)
             if shared_x and x_range is not None:
-                fig.update_xaxes(range=list(x_range), autorange=False)
+                shown = _axis_range(x_range, options.log_x)
+                if shown is not None:
+                    fig.update_xaxes(range=shown, autorange=False)
     unshared: list[str] = []
     if shared_y:
         for i, metric in enumerate(metrics):
@@ -123,6 +125,14 @@ def side_view(
             else:
                 unshared.append(metric)
     return SideView(panels, shared_x, tuple(unshared))
+
+
+def _axis_range(x_range: tuple[Any, Any], log_x: bool) -> list[Any] | None:
+    """An x range as plotly takes it: log10 units on a log axis (None when an end is not positive)."""
+    if not log_x:
+        return list(x_range)
+    lo, hi = (float(v) for v in x_range)
+    return [math.log10(lo), math.log10(hi)] if lo > 0 and hi > 0 else None
 
 
 def _span(lo: float, hi: float) -> float:

@@ -48,6 +48,7 @@ class CompareSettings:
     shared_y: bool = True  # side by side: one y range per metric across the runs (where readable)
     shared_x: bool | None = None  # side by side: one x range for all panels; None = unless it blanks panels
     smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
+    log_x: bool = False  # a log x axis (step and samples alignments)
 
     def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
         """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
@@ -59,6 +60,7 @@ class CompareSettings:
             x_range=self.x_range,
             uirevision=uirevision,
             smoother=self.smoother,
+            log_x=self.log_x and self.alignment in ("step", "samples"),
         )
 
 

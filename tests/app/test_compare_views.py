@@ -147,3 +147,20 @@ def test_compare_offers_the_same_smoothing_choices_as_live(sweep: list[str]) -> 
     at.selectbox(key="cmp_smoother").set_value("ema").run()
     assert_ok(at)
     assert "smoother" not in at.query_params, "the default stays out of the URL"
+
+
+def test_log_x_and_log_y_in_the_url_and_on_every_chart(sweep: list[str]) -> None:
+    import math
+
+    at = run_app({"runs": sweep[:3], "metric": ["loss", "eval_loss"], "logx": "1", "logy": "1"})
+    assert_ok(at)
+    assert at.toggle(key="cmp_log_x").value is True and at.toggle(key="cmp_log_y").value is True
+    assert all(f["layout"]["xaxis"]["type"] == "log" and f["layout"]["yaxis"]["type"] == "log" for f in charts(at))
+    at.radio(key="cmp_mode").set_value("side").run()
+    at.toggle(key="cmp_shared_x").set_value(True).run()
+    assert_ok(at)
+    ranges = {tuple(f["layout"]["xaxis"]["range"]) for f in charts(at)}
+    assert ranges == {(0.0, math.log10(60))}, "a shared range on a log axis is in log10 units (steps 1-60)"
+    at.radio(key="cmp_align").set_value("wall").run()
+    assert_ok(at)
+    assert at.toggle(key="cmp_log_x").disabled and all(f["layout"]["xaxis"]["type"] == "date" for f in charts(at))

@@ -114,7 +114,7 @@ def test_twelve_runs_get_twelve_distinct_colours_and_labels_are_whole(
         labs = {n: hex_to_lab(c) for n, c in traces.items()}
         worst = min((ciede2000(labs[a], labs[b]), a, b) for a, b in itertools.combinations(names, 2))
         assert worst[0] >= MIN_DELTA_E, f"{worst[1]} and {worst[2]} are only {worst[0]:.1f} apart"
-        labels = ["Log y", "Shared y", "Shared x", "Group by", "Smoothing", "Weight"]
+        labels = ["Log y", "Log x", "Shared y", "Shared x", "Group by", "Smoothing", "Weight"]
         # The controls may still be redrawn by a rerun that follows the first chart: wait for all of them.
         cut = poll(
             lambda: (d := dict(page.evaluate(JS_CUT, labels))) and None not in d.values() and d,
