@@ -168,6 +168,50 @@ def alert_panel(findings: Sequence[Any], *, limit: int = 5, title: str | None = 
             st.dataframe(findings_table(ordered), hide_index=True, width="stretch")
 
 
+def headline(findings: Sequence[Any]) -> None:
+    """One line above the charts: the counts and the worst finding, short; the list is below the charts.
+
+    Nothing for a healthy run, so its charts start right under the tiles.
+    """
+    if not findings:
+        return
+    ordered = newest_first(findings)
+    worst = max(ordered, key=lambda f: f.level)
+    counts = severity_counts(ordered)
+    colour = {"error": "red", "warning": "orange"}.get(worst.severity, "gray")
+    icon = ICONS.get(worst.severity, ICONS["info"])
+    short = escape_markdown(one_line(worst, 110))
+    st.caption(f":{colour}[{icon} **{run_badge(counts, with_info=True)}**] · {short} · details below the charts")
+
+
+def one_line(finding: Any, max_chars: int = 150) -> str:
+    """``nan · step 218 — loss became NaN at step 218`` (its first sentence, bounded; plain text)."""
+    where = f"step {int(finding.step):,}"
+    if finding.end_step is not None and finding.end_step != finding.step:
+        where += f"–{int(finding.end_step):,}"
+    if finding.rank is not None:
+        where += f" · rank {finding.rank}"
+    message = " ".join(str(finding.message).split())
+    first = message.split(". ")[0].rstrip(".")
+    text = f"{finding.kind} · {where} — {first}"
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def findings_list(findings: Sequence[Any], *, limit: int = 20) -> None:
+    """Every finding as one line that opens to its whole message (advice and why), newest first, at most
+    ``limit``; a table of all of them below when there are more. Nothing for a healthy run."""
+    if not findings:
+        return
+    ordered = newest_first(findings)
+    st.caption(f"Diagnosis: {summary_line(ordered)}")
+    for finding in ordered[:limit]:
+        with st.expander(escape_markdown(one_line(finding)), icon=ICONS.get(finding.severity)):
+            BOXES.get(finding.severity, st.info)(box_text(finding))
+    if len(ordered) > limit:
+        with st.expander(f"All {len(ordered)} findings"):
+            st.dataframe(findings_table(ordered), hide_index=True, width="stretch")
+
+
 def findings_table(ordered: Sequence[Any]) -> Any:
     """The table of findings as Arrow, made once for every viewer of the same findings (a refresh of
     thirty viewers no longer converts the same frame thirty times)."""
@@ -191,17 +235,27 @@ def box_text(finding: Any) -> str:
     return f"**{escape_markdown(finding.kind)}** · {where} — {escape_markdown(finding.message)}"
 
 
-def toast_new(run_id: str, findings: Sequence[Any], *, max_toasts: int = 3) -> list[Any]:
+def toast_new(run_id: str, findings: Sequence[Any], *, max_toasts: int = 3, quiet_first: bool = False) -> list[Any]:
     """A toast for each finding of ``run_id`` not toasted before in this browser session; returns those.
 
     At most ``max_toasts`` toasts (the newest); one more says how many others there are.
+    ``quiet_first``: the findings there are when the run is first shown in this session are on the
+    page already; only findings that appear while it is watched are toasted (a visit does not replay
+    old ones).
     """
     seen: dict[str, set[Any]] = st.session_state.setdefault(SEEN_KEY, {})
+    first = run_id not in seen
     before = seen.setdefault(run_id, set())
     fresh = new_findings(before, findings)
     if not fresh:
         return []
     before.update(finding_key(f) for f in fresh)
+    if quiet_first and first:
+        return []
+    if max_toasts == 1 and len(fresh) > 1:  # one toast that says how many
+        text = f"{len(fresh)} new findings; the newest: {toast_text(fresh[0])}"
+        st.toast(escape_markdown(text), icon=ICONS.get(fresh[0].severity))
+        return fresh
     for finding in fresh[:max_toasts]:
         st.toast(escape_markdown(toast_text(finding)), icon=ICONS.get(finding.severity))
     if len(fresh) > max_toasts:

@@ -182,11 +182,43 @@ def sidebar(root: Path, runs: list[Any]) -> Selection:
     return Selection(root=root, runs=tuple(runs), run=run, refresh_s=refresh)
 
 
-def run_summary(run: Any) -> str:
-    """One Markdown line about the selected run (its text escaped); the live page's fragment draws it."""
-    steps = f"steps {_count(run.first_step)}–{_count(run.last_step)}" if run.last_step is not None else "no steps yet"
+def sync_query(name: str, value: str | list[str] | None) -> None:
+    """Keep ``?name=`` equal to ``value`` (None or empty: no parameter), writing only on a change, so a
+    link copied from the address bar opens the same view."""
+    current = st.query_params.get_all(name)
+    wanted = [] if value in (None, "", []) else (value if isinstance(value, list) else [value])
+    if current == wanted:
+        return
+    if wanted:
+        st.query_params[name] = wanted if isinstance(value, list) else wanted[0]
+    else:
+        del st.query_params[name]
+
+
+def query_once(flag: str) -> bool:
+    """True the first time this session renders the page that owns ``flag``: the moment the URL's
+    view parameters are read into the widgets (afterwards the widgets are the truth and the URL follows)."""
+    if st.session_state.get(flag):
+        return False
+    st.session_state[flag] = True
+    return True
+
+
+def run_summary(run: Any, frame: Any = None) -> str:
+    """One Markdown line about the selected run (its text escaped); the live page's fragment draws it.
+
+    ``frame``: the rows the tiles were drawn from (read after the listing): its last step and row count
+    win when newer, so the sidebar never lags the tiles.
+    """
+    first, last, records = run.first_step, run.last_step, run.n_records
+    if frame is not None and len(frame) and "step" in frame.columns:
+        steps_read = frame["step"]
+        last = int(steps_read.max()) if last is None else max(int(last), int(steps_read.max()))
+        first = int(steps_read.min()) if first is None else min(int(first), int(steps_read.min()))
+        records = max(int(records or 0), len(frame))
+    steps = f"steps {_count(first)}–{_count(last)}" if last is not None else "no steps yet"
     ranks = f" · {len(run.ranks)} ranks" if len(getattr(run, "ranks", ()) or ()) > 1 else ""
-    return f"{md(run.name)} · {md(run.status)} · {steps} · {run.n_records:,} records{ranks}"
+    return f"{md(run.name)} · {md(run.status)} · {steps} · {records:,} records{ranks}"
 
 
 def _count(n: int | None) -> str:
@@ -195,6 +227,12 @@ def _count(n: int | None) -> str:
 
 # ----------------------------------------------------------------------------- value tiles
 TILE_MIN_PX = 170  # 4 tiles a row at 1280 px, 5 at 1440 px
+TILES_KEY = "kpi_tiles"
+TILES_CSS = (
+    "<style>.st-key-kpi_tiles{display:grid!important;grid-template-columns:repeat(4,minmax(0,1fr));}"
+    "@media (min-width:1500px){.st-key-kpi_tiles{grid-template-columns:repeat(8,minmax(0,1fr));}}"
+    '.st-key-kpi_tiles [data-testid="stMetricValue"]{font-size:1.6rem;}</style>'
+)
 VALUE_PX_PER_CHAR = 19  # the metric value font (36 px): digits are about 16 px wide
 LABEL_PX_PER_CHAR = 8  # labels and deltas (14 px)
 
@@ -207,7 +245,12 @@ def tiles(items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
     (and at least ``TILE_MIN_PX``), and the row wraps onto another line when out of room.
     """
     width = max(TILE_MIN_PX, *(tile_width(label, value, kw.get("delta")) for label, value, kw in items))
-    row = st.container(horizontal=True, gap="medium")
+    row = st.container(horizontal=True, gap="medium", key=TILES_KEY)
+    if len(items) == 8 and width <= TILE_MIN_PX:
+        # The live page's eight tiles: even rows (4 + 4, or 8 from 1600 px), never one tile alone on a
+        # second row ("Since update" was, at 1920 px). Our own constant CSS, no user text.
+        st.html(TILES_CSS)
+        width = "stretch"
     for label, value, kwargs in items:
         row.metric(label, value, width=width, **kwargs)
 

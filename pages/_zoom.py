@@ -47,6 +47,7 @@ export default function (component) {
   const attach = (gd) => {
     if (gd.__monitorAttached || typeof gd.on !== "function") return;
     gd.__monitorAttached = true;
+    attachHighlight(gd);
     gd.on("plotly_relayout", (ev) => {
       const key = chartKey(gd);
       if (!key || !ev) return;
@@ -83,6 +84,24 @@ export default function (component) {
       send("legend", { chart: key, hidden: hidden });
       return true;
     });
+  };
+  // Charts whose layout asks for it (meta.highlight: many runs overlaid) dim every other run while
+  // the pointer is on one, as W&B does. Only the SVG is touched (no restyle, so no legend event).
+  const highlight = (gd, group) => {
+    gd.querySelectorAll(".scatterlayer .trace").forEach((el) => {
+      const cd = el.__data__;
+      const trace = cd && cd[0] && cd[0].trace;
+      el.style.opacity = group === null || !trace || trace.legendgroup === group ? "" : "0.12";
+    });
+  };
+  const attachHighlight = (gd) => {
+    gd.on("plotly_hover", (ev) => {
+      const meta = gd.layout && gd.layout.meta;
+      if (!meta || !meta.highlight || !ev || !ev.points || !ev.points.length) return;
+      const trace = gd.data[ev.points[0].curveNumber];
+      if (trace && trace.legendgroup) highlight(gd, trace.legendgroup);
+    });
+    gd.on("plotly_unhover", () => highlight(gd, null));
   };
   const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);
   if (firstMount) {

@@ -5,7 +5,7 @@ interval -> ``controls()`` reads metric, alignment, smoothing and mode -> a frag
 (``st.fragment(run_every=...)``, only while a picked run is still training) re-reads the runs and
 draws charts and summary -> the config diff and the downloads (CSV, Parquet, HTML report).
 
-The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay&group=lr``. A
+The URL keeps the view: ``?runs=a&runs=b&metric=loss&align=step&smooth=0.6&mode=overlay&group=lr&sharex=1``. A
 legend click hides a run in every chart; a drag in a chart (or the x-range slider) sets one x range
 that every chart shows. A run keeps its colour while runs are added and removed (``cmp_colors`` in
 the session), in the HTML report too. Group by a config key: per value the mean line and the min-max
@@ -22,8 +22,10 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb.charts.overlay import hidden_runs
-from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT
+from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
+from monitor_cb.charts.overlay import MANY_RUNS, hidden_runs
+from monitor_cb.charts.side import shared_x_blanks
+from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
 from monitor_cb.compare.rundata import RunData, metric_options
 from monitor_cb.compare.summary import default_eval_metric
@@ -66,6 +68,15 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
 K_CACHE = "cmp_view_cache"
 K_COLORS, K_GROUP, K_SHARED_Y = "cmp_colors", "cmp_group", "cmp_shared_y"
 K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last wrote into the URL
+# Shared x (side by side): the toggle, the user's explicit choice (absent = automatic), the x the panels last got.
+K_SHARED_X, K_SHARED_X_CHOICE, K_SIDE_X = "cmp_shared_x", "cmp_shared_x_choice", "cmp_side_shared_x"
+Q_SHARED_X = "sharex"
+Q_SMOOTHER, K_SMOOTHER = "smoother", "cmp_smoother"
+Q_LOGY, Q_LOGX, K_LOG_X = "logy", "logx", "cmp_log_x"
+SMOOTHER_SHORT = {"ema": "EMA", "mean": "Running avg", "gaussian": "Gaussian"}  # fit a narrow select
+# Many runs: overlays draw the first K_CAP picked runs, the rest start hidden in the legend.
+K_CAP, K_CAP_APPLIED, K_CAP_HID = "cmp_cap", "cmp_cap_applied", "cmp_cap_hid"
+DEFAULT_CAP, MAX_CAP = 20, 500
 NO_GROUP = "(none)"
 EVENTS_KEY = "cmp_chart_events"
 MODES = {"overlay": "Overlay", "side": "Side by side"}
@@ -157,10 +168,23 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
     mode = c3.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
     # Toggles get columns wide enough for their whole label ("Log y" once read "Lo…").
-    c4, c5, c6, c7 = st.columns([4, 2, 2, 3], vertical_alignment="bottom")
-    smoothing = c4.slider("Smoothing (EMA)", 0.0, 0.99, step=0.01, key=K_SMOOTH)
+    s1, s2, c5, c6, c6x, c7 = st.columns([2, 2, 1.4, 2, 2, 2.4], vertical_alignment="bottom")
+    smoother = s1.selectbox(
+        "Smoothing",
+        list(SMOOTHERS),
+        format_func=SMOOTHER_SHORT.get,
+        key=K_SMOOTHER,
+        help="; ".join(f"{SMOOTHER_SHORT[k]}: {v}" for k, v in SMOOTHERS.items()) + ". The raw line stays, faint.",
+    )
+    smoothing = s2.slider("Weight", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
-    shared_y = c6.toggle("Shared y", key=K_SHARED_Y, help="Side by side: one y range per metric for every run.")
+    log_x = c5.toggle("Log x", key=K_LOG_X, disabled=alignment not in ("step", "samples"))  # steps or samples
+    shared_y = c6.toggle(
+        "Shared y",
+        key=K_SHARED_Y,
+        help="Side by side: one y range per metric for every run, for the metrics where no run's curve is flattened.",
+    )
+    shared_x = _shared_x_toggle(c6x, data, alignment or DEFAULT_ALIGNMENT, side=mode == "side")
     group = c7.selectbox(
         "Group by",
         [NO_GROUP, *keys],
@@ -172,13 +196,32 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     _set_query(Q_METRIC, list(chosen))
     _set_query(Q_ALIGN, alignment or DEFAULT_ALIGNMENT)
     _set_query(Q_SMOOTH, f"{float(smoothing):g}")
+    for name, key in ((Q_LOGY, K_LOG), (Q_LOGX, K_LOG_X)):
+        if st.session_state.get(key):
+            _set_query(name, "1")
+        elif name in st.query_params:
+            del st.query_params[name]
+    if smoother and smoother != DEFAULT_SMOOTHER:
+        _set_query(Q_SMOOTHER, str(smoother))
+    elif Q_SMOOTHER in st.query_params:
+        del st.query_params[Q_SMOOTHER]
     _set_query(Q_MODE, mode or "overlay")
     if group_by:
         _set_query(Q_GROUP, group_by)
     elif Q_GROUP in st.query_params:
         del st.query_params[Q_GROUP]
-    with st.expander("Points per chart and eval metric"):
-        e1, e2 = st.columns(2)
+    with st.expander("Points per chart, runs drawn and eval metric"):
+        e1, e3, e2 = st.columns(3)
+        cap = e3.number_input(
+            "Runs drawn",
+            min_value=1,
+            max_value=MAX_CAP,
+            value=DEFAULT_CAP,
+            step=1,
+            key=K_CAP,
+            help="Overlays draw the first this many picked runs; the others are in the legend, hidden "
+            "(click one to draw it).",
+        )
         points = e1.selectbox(
             "Points per chart",
             POINTS,
@@ -199,6 +242,8 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
             if evals
             else None
         )
+    drawable = align_runs(data, alignment or DEFAULT_ALIGNMENT).x if len(data) > DEFAULT_CAP else {}
+    apply_cap([d.id for d in data if not drawable or d.id in drawable], int(cap or DEFAULT_CAP))
     if st.session_state.get("cmp_range_alignment") != alignment:
         st.session_state["cmp_range_alignment"] = alignment
         st.session_state[K_RANGE] = None  # an x range in steps means nothing on a time axis
@@ -212,8 +257,55 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         hidden=frozenset(st.session_state.get(K_HIDDEN, ())),
         group_by=group_by,
         shared_y=bool(shared_y),
+        shared_x=shared_x,
+        smoother=str(smoother or DEFAULT_SMOOTHER),
+        log_x=bool(log_x),
     )
     return settings, mode == "side", eval_metric
+
+
+def apply_cap(ids: Sequence[str], cap: int) -> None:
+    """When the picked runs or the cap change: the runs past the cap start hidden (legend only), as if
+    clicked away in the legend, so a click on one draws it and the choice then stays the user's."""
+    key = (tuple(ids), cap)
+    if st.session_state.get(K_CAP_APPLIED) == key:
+        return
+    st.session_state[K_CAP_APPLIED] = key
+    if len(ids) > cap or st.session_state.get(K_CAP_HID):
+        st.session_state[K_HIDDEN] = list(ids[cap:])
+        st.session_state[K_CAP_HID] = len(ids) > cap
+
+
+def _shared_x_toggle(column: Any, data: Sequence[RunData], alignment: str, *, side: bool) -> bool | None:
+    """Side by side: one x range for every panel. Until the user flips it, it follows the data: off when
+    the runs' x ranges differ so much that one range would leave a run's curve in a sliver of its panel.
+    Returns the user's choice, or None for automatic."""
+    state = st.session_state
+    if K_SHARED_X_CHOICE not in state and st.query_params.get(Q_SHARED_X) in ("0", "1"):
+        state[K_SHARED_X_CHOICE] = st.query_params.get(Q_SHARED_X) == "1"
+    choice = state.get(K_SHARED_X_CHOICE)
+    if choice is None:
+        state[K_SHARED_X] = not (side and shared_x_blanks(align_runs(data, alignment)))
+    else:
+        state[K_SHARED_X] = bool(choice)
+    column.toggle(
+        "Shared x",
+        key=K_SHARED_X,
+        disabled=not side,
+        on_change=_shared_x_flipped,
+        help="Side by side: every panel on one x range. Off by default when the runs' x ranges differ so much "
+        "that some panels would look empty.",
+    )
+    if choice is None:
+        if Q_SHARED_X in st.query_params:
+            del st.query_params[Q_SHARED_X]
+    else:
+        _set_query(Q_SHARED_X, "1" if choice else "0")
+    return choice
+
+
+def _shared_x_flipped() -> None:
+    st.session_state[K_SHARED_X_CHOICE] = bool(st.session_state[K_SHARED_X])
 
 
 def _init_from_query(metrics: list[str], keys: list[str]) -> None:
@@ -237,6 +329,12 @@ def _init_from_query(metrics: list[str], keys: list[str]) -> None:
         state[K_ALIGN] = align if align in ALIGNMENTS else DEFAULT_ALIGNMENT
     if K_SMOOTH not in state:
         state[K_SMOOTH] = _smoothing(st.query_params.get(Q_SMOOTH))
+    for name, key in ((Q_LOGY, K_LOG), (Q_LOGX, K_LOG_X)):
+        if key not in state:
+            state[key] = st.query_params.get(name) == "1"
+    if K_SMOOTHER not in state:
+        wanted = st.query_params.get(Q_SMOOTHER)
+        state[K_SMOOTHER] = wanted if wanted in SMOOTHERS else DEFAULT_SMOOTHER
     if K_MODE not in state:
         mode = st.query_params.get(Q_MODE)
         state[K_MODE] = mode if mode in MODES else "overlay"
@@ -267,7 +365,9 @@ def _charts_body(
     if event_waiting(EVENTS_KEY):
         st.rerun(scope="app")  # a drag or legend click came during this refresh: the page applies it
     result = _cached_view(data, settings, side_by_side, eval_metric)
-    range_control(result)
+    st.session_state[K_SIDE_X] = result.side_shared_x if side_by_side else None
+    if not side_by_side or result.side_shared_x:
+        range_control(result)
     show_charts(result, data, settings, side_by_side)
     st.subheader("Summary")
     show_summary(result)
@@ -314,7 +414,10 @@ def _apply_events(data: Sequence[RunData]) -> bool:
         if hidden != sorted(st.session_state.get(K_HIDDEN, [])):
             st.session_state[K_HIDDEN] = hidden
             changed = True
-    if isinstance(zoom, Mapping) and str(zoom.get("chart", "")).startswith(CHART_PREFIX):
+    # A drag in a side panel whose x is its own zooms that panel only (plotly does it in the browser).
+    own_x = str(zoom.get("chart", "")).startswith(SIDE_PREFIX) if isinstance(zoom, Mapping) else False
+    own_x = own_x and st.session_state.get(K_SIDE_X) is False
+    if isinstance(zoom, Mapping) and str(zoom.get("chart", "")).startswith(CHART_PREFIX) and not own_x:
         new = _event_range(zoom)
         if new != st.session_state.get(K_RANGE):
             st.session_state[K_RANGE] = new
@@ -330,6 +433,10 @@ def _event_range(event: Mapping[str, Any]) -> tuple[Any, Any] | None:
     b = parse_x_value(event.get("x1"), is_datetime)
     if a is None or b is None:
         return st.session_state.get(K_RANGE)
+    if st.session_state.get(K_LOG_X) and st.session_state.get(K_ALIGN) in ("step", "samples"):
+        if max(abs(a), abs(b)) > 300:  # not log10 units: leave the range as it was
+            return st.session_state.get(K_RANGE)
+        a, b = 10.0**a, 10.0**b  # a log axis reports its range in log10 units
     lo, hi = min(a, b), max(a, b)
     if is_datetime:
         return (_datetime(lo), _datetime(hi))
@@ -401,22 +508,60 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
     """Overlay: one chart per metric. Side by side: each run's panels in its own column."""
     by_id = {d.id: d for d in data}
     if result.aligned.skipped:
-        names = ", ".join(f"`{escape_code(by_id[s].label)}`" for s in result.aligned.skipped if s in by_id)
-        st.warning(
-            f"Not drawn: {names} cannot be aligned by {ALIGNMENTS[settings.alignment]} "
-            "(no samples count nor batch size, or no timestamps)."
-        )
+        by_reason: dict[str, list[str]] = {}
+        for run_id in result.aligned.skipped:
+            if run_id in by_id:
+                reason = result.aligned.why.get(run_id, "it lacks what this alignment needs")
+                by_reason.setdefault(reason, []).append(f"`{escape_code(by_id[run_id].label)}`")
+        lines = [f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+        st.warning(f"Not drawn when aligned by {ALIGNMENTS[settings.alignment]}:  \n" + "  \n".join(lines))
     if not settings.metrics:
         st.info("Choose at least one metric above.")
         return
     if side_by_side:
+        side_notes(result, settings)
         show_side_by_side(result, data)
         return
+    aligned = [d for d in data if d.id in result.aligned.x]
+    hidden = [d for d in aligned if d.id in settings.hidden]
+    if hidden and not settings.group_by:
+        capped = ", or raise Runs drawn (above)" if st.session_state.get(K_CAP_HID) else ""
+        many = " Pointing at a curve brings that run forward." if len(aligned) > MANY_RUNS else ""
+        st.caption(
+            f"Drawing {len(aligned) - len(hidden)} of {len(aligned)} runs; the others are in the legend, hidden: "
+            f"click one to draw it{capped}.{many}"
+        )
     for i, (metric, fig) in enumerate(result.figures.items()):
         if not fig.data:
-            st.info(f"None of the picked runs logged `{escape_code(metric)}`.")
+            st.info(empty_chart_note(metric, data, result, settings))
             continue
         st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+
+
+def empty_chart_note(metric: str, data: Sequence[RunData], result: CompareView, settings: CompareSettings) -> str:
+    """Why a metric's chart is empty: nobody logged it, or the runs that did cannot be aligned (or are hidden)."""
+    name = f"`{escape_code(metric)}`"
+    logged = [d for d in data if metric in d.frame.columns]
+    if not logged:
+        return f"None of the picked runs logged {name}."
+    if all(d.id in result.aligned.skipped for d in logged):
+        return f"The runs that logged {name} cannot be aligned by {ALIGNMENTS[settings.alignment]} (see above)."
+    return f"No drawable {name} in the runs shown (hidden with a legend click, or only empty values)."
+
+
+def side_notes(result: CompareView, settings: CompareSettings) -> None:
+    """Say which axes the panels do not share, and why, so a panel's own scale is never a surprise."""
+    notes = []
+    if not result.side_shared_x and settings.shared_x is None:
+        notes.append(
+            f"Each panel has its own x range: the runs' {result.aligned.title} ranges differ too much to share one "
+            "(turn on Shared x to link them)."
+        )
+    if result.side_unshared_y:
+        names = ", ".join(f"`{escape_code(m)}`" for m in result.side_unshared_y)
+        notes.append(f"Shared y left off for {names}: one run's values would flatten the others' curves.")
+    for note in notes:
+        st.caption(note)
 
 
 def show_side_by_side(result: CompareView, data: Sequence[RunData]) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
 from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.dashboard.kpis import Kpis, format_count, format_value
 from monitor_cb.dashboard.live import (
@@ -29,7 +30,7 @@ from monitor_cb.dashboard.live import (
     other_rank_cells,
 )
 from monitor_cb.dashboard.live_refresh import LiveData, LiveRequest, process
-from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS
+from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS, panel_columns
 from monitor_cb.dashboard.runlist import format_age, format_duration
 from monitor_cb.dashboard.thresholds import parse_thresholds
 from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
@@ -45,7 +46,17 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
-X_LABELS = {"step": "step", "time": "wall time", "elapsed_min": "relative time (min)", "samples": "samples"}
+X_LABELS = {"step": "step", "time": "wall time (UTC)", "elapsed_min": "relative time (min)", "samples": "samples"}
+# The charts' names on their pills (the chart's own title is on the chart)
+PANEL_SHORT = {
+    "loss_lr": "Loss & LR",
+    "speed_grad": "Throughput & grad norm",
+    "eval": "Eval",
+    "components": "Loss parts",
+    "timing": "Step time",
+    "memory": "Memory",
+    "custom": "Custom",
+}
 
 
 def live_page() -> None:
@@ -146,13 +157,39 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in PANELS}
+    view_from_query(xs, list(panel_titles))
 
-    c1, c2, c3, c4 = st.columns([3, 2, 1.5, 3.5], vertical_alignment="bottom")  # room for "Log y"
-    smoothing = c1.slider("Smoothing (TensorBoard EMA)", 0.0, 0.99, 0.6, 0.01, key="smoothing")
+    # The chart picker on its own row, as pills with short names: every chart is in sight, on or off
+    # (a multiselect's chips were cut, so you could not tell which charts were on).
+    st.session_state.setdefault("panels", list(DEFAULT_PANELS))
+    shown = st.pills(
+        "Charts",
+        list(panel_titles),
+        selection_mode="multi",
+        format_func=lambda key: PANEL_SHORT.get(key, panel_titles.get(key, key)),
+        key="panels",
+        help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
+    )
+    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.7, 1.5], vertical_alignment="bottom")  # room for "Log y"
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
-    shown = c4.multiselect(
-        "Charts", list(panel_titles), default=list(DEFAULT_PANELS), format_func=panel_titles.get, key="panels"
+    log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
+    st.session_state.setdefault("smoothing", 0.6)
+    st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
+    smoother = c0.selectbox(
+        "Smoothing",
+        list(SMOOTHERS),
+        format_func=SMOOTHERS.get,
+        key="smoother",
+        help="TensorBoard's debiased EMA, a running average or a Gaussian over the points of about the same "
+        "span (window (1 + w) / (1 - w) points); the raw line stays, faint.",
+    )
+    smoothing = c1.slider("Smoothing weight", 0.0, 0.99, step=0.01, key="smoothing")
+    c5.button(
+        "Reset zoom",
+        on_click=_reset_zoom,
+        key="reset_zoom",
+        help="Drag in a chart to zoom (kept while new points arrive); double-click a chart or press this to reset.",
     )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
@@ -174,7 +211,9 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         thresholds, bad = parse_thresholds(text)
         if bad:
             st.warning("Not understood: " + ", ".join(f"`{escape_code(b)}`" for b in bad))
-    zoom_controls(frame)
+        zoom_inputs()
+    zoom_line()
+    view_to_query()
     return ChartSettings(
         panels=tuple(shown),
         x=x or "step",
@@ -184,23 +223,84 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         custom_left=tuple(custom_left),
         custom_right=tuple(custom_right),
         n_out=int(n_out or ChartSettings.n_out),
+        smoother=str(smoother or DEFAULT_SMOOTHER),
+        log_x=bool(log_x) and x != "time",
     )
 
 
-def zoom_controls(frame: pd.DataFrame | None) -> None:
-    """Step range inputs (the zoom): a drag in a chart fills them, a double-click or Reset clears them."""
+# The view in the URL (with ?run=): ?x=time&logy=1&smooth=0.8&charts=loss_lr&charts=eval&from=100&to=900
+Q_X, Q_LOG, Q_SMOOTH, Q_CHARTS, Q_FROM, Q_TO = "x", "logy", "smooth", "charts", "from", "to"
+Q_LOGX, Q_SMOOTHER = "logx", "smoother"
+URL_READ = "live_url_read"
+
+
+def view_from_query(xs: list[str], panels: list[str]) -> None:
+    """First render of this session: the chart settings and the zoom from the URL (each value checked;
+    anything unknown keeps the default), so a copied link opens the same view."""
+    if not _shared.query_once(URL_READ):
+        return
+    q, state = st.query_params, st.session_state
+    if q.get(Q_X) in xs:
+        state["x_axis"] = q.get(Q_X)
+    if q.get(Q_LOG) in ("0", "1"):
+        state["log_y"] = q.get(Q_LOG) == "1"
+    if q.get(Q_LOGX) in ("0", "1"):
+        state["log_x"] = q.get(Q_LOGX) == "1"
+    if q.get(Q_SMOOTHER) in SMOOTHERS:
+        state["smoother"] = q.get(Q_SMOOTHER)
+    smooth = _number(q.get(Q_SMOOTH))
+    if smooth is not None and 0.0 <= smooth <= 0.99:
+        state["smoothing"] = round(smooth, 2)
+    charts = [c for c in q.get_all(Q_CHARTS) if c in panels]
+    if charts or q.get_all(Q_CHARTS) == ["none"]:
+        state["panels"] = charts
+    lo, hi = _number(q.get(Q_FROM)), _number(q.get(Q_TO))
+    if lo is not None or hi is not None:
+        state[ZOOM_LO] = None if lo is None else max(0, int(lo))
+        state[ZOOM_HI] = None if hi is None else max(0, int(hi))
+
+
+def view_to_query() -> None:
+    """The URL follows the controls (defaults are left out, so a plain link stays ``?run=...``)."""
+    state = st.session_state
+    x = state.get("x_axis") or "step"
+    _shared.sync_query(Q_X, None if x == "step" else str(x))
+    _shared.sync_query(Q_LOG, "1" if state.get("log_y") else None)
+    _shared.sync_query(Q_LOGX, "1" if state.get("log_x") else None)
+    smoother = state.get("smoother") or DEFAULT_SMOOTHER
+    _shared.sync_query(Q_SMOOTHER, None if smoother == DEFAULT_SMOOTHER else str(smoother))
+    smooth = float(state.get("smoothing", 0.6))
+    _shared.sync_query(Q_SMOOTH, None if smooth == 0.6 else f"{smooth:g}")
+    panels = list(state.get("panels") or [])
+    _shared.sync_query(Q_CHARTS, None if panels == list(DEFAULT_PANELS) else (panels or ["none"]))
+    lo, hi = state.get(ZOOM_LO), state.get(ZOOM_HI)
+    _shared.sync_query(Q_FROM, None if lo is None else str(int(lo)))
+    _shared.sync_query(Q_TO, None if hi is None else str(int(hi)))
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None and len(text) <= 40 else None
+    except ValueError:
+        return None
+    return value if value is not None and np.isfinite(value) else None
+
+
+def zoom_inputs() -> None:
+    """Step range inputs (the zoom), in the controls' expander: a drag in a chart fills them."""
     st.session_state.setdefault(ZOOM_LO, None)
     st.session_state.setdefault(ZOOM_HI, None)
-    z1, z2, z3, z4 = st.columns([2, 2, 1.3, 4.7], vertical_alignment="bottom")
+    z1, z2 = st.columns(2)
     z1.number_input("From step", min_value=0, step=1, key=ZOOM_LO, placeholder="first")
     z2.number_input("To step", min_value=0, step=1, key=ZOOM_HI, placeholder="latest (follow)")
-    z3.button("Reset zoom", on_click=_reset_zoom, key="reset_zoom")
-    if st.session_state[ZOOM_LO] is not None or st.session_state[ZOOM_HI] is not None:
-        z4.caption(
-            "Zoomed: that step range is re-read at full resolution. Drag in a chart to zoom, double-click to reset."
-        )
-    else:
-        z4.caption("Drag in a chart to zoom (kept while new points arrive); double-click to reset.")
+
+
+def zoom_line() -> None:
+    """When zoomed, one line above the charts that says so (Reset zoom is in the controls' row)."""
+    lo, hi = st.session_state.get(ZOOM_LO), st.session_state.get(ZOOM_HI)
+    if lo is not None or hi is not None:
+        shown = f"steps {'first' if lo is None else f'{lo:,}'} to {'latest' if hi is None else f'{hi:,}'}"
+        st.caption(f"Zoomed to {shown}, re-read at full resolution; double-click a chart or Reset zoom to see it all.")
 
 
 def _first(options: list[str], wanted: str) -> list[str]:
@@ -284,14 +384,16 @@ def _live_body(
     root = _shared.log_root()
     findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
     where = about_run if about_run is not None else st.sidebar
-    where.caption(_shared.run_summary(run))
+    where.caption(_shared.run_summary(run, data.frame))
     _findings.sidebar_badge(findings, where)
-    _findings.toast_new(run.id, findings)
+    # one toast at a time (a summary when several are new), never a stack over the controls
+    _findings.toast_new(run.id, findings, max_toasts=1, quiet_first=True)
     others = other_rank_cells(store, run.id, data)
     request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id))
     live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:
+        chart_downloads(data, settings, run.id)
         ranks_section(store, run, data, settings.x, settings.smoothing)
 
 
@@ -316,6 +418,8 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
             st.session_state[HIDDEN] = state.hidden
     if zoom_event is None or len(frame) == 0:
         return False
+    if st.session_state.get("log_x") and x_kind != "time" and not zoom_event.get("reset"):
+        zoom_event = _from_log_axis(zoom_event)  # a log axis reports its range in log10 units
     try:
         xa = x_axis(frame, x_kind)
     except KeyError:
@@ -328,6 +432,17 @@ def apply_chart_events(frame: pd.DataFrame, x_kind: str, zoom_event: Any, legend
     st.session_state[ZOOM_LO], st.session_state[ZOOM_HI] = lo, hi
     st.session_state[ZOOM_EXACT] = _dragged(zoom_event, x_kind, lo, hi, xa.is_datetime)
     return True
+
+
+def _from_log_axis(event: Any) -> Any:
+    """A zoom event of a log x axis with its ends back in data units (left as it is when unreadable)."""
+    try:
+        x0, x1 = float(event.get("x0")), float(event.get("x1"))
+    except (TypeError, ValueError):
+        return event
+    if not (np.isfinite(x0) and np.isfinite(x1)) or max(abs(x0), abs(x1)) > 300:
+        return event
+    return {**event, "x0": 10.0**x0, "x1": 10.0**x1}
 
 
 def _dragged(event: Any, x_kind: str, lo: int | None, hi: int | None, is_datetime: bool) -> tuple[Any, ...] | None:
@@ -348,9 +463,13 @@ def show_drops(run: Any) -> None:
 
 
 def show(data: LiveData) -> None:
-    """Draw the KPI row, the banners and the charts."""
+    """Draw the KPI row, one line about the findings, the charts, then the findings one line each.
+
+    The charts come before the findings' text so they start within the first screen; a NaN is said
+    once (by its finding when the diagnosis has one, else by the banner).
+    """
     show_kpis(data.kpis, data.run)
-    _findings.alert_panel(data.findings)
+    _findings.headline(data.findings)
     note = bad_lines_note(getattr(data.run, "bad_lines", 0), getattr(data.run, "partial_lines", 0))
     if note:
         st.warning(f"In this run's files: {note}.", icon=":material/warning:")
@@ -359,7 +478,7 @@ def show(data: LiveData) -> None:
         reason = str(data.run.reason)
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "
         st.error(f"Run {prefix}{_shared.md(reason)}")
-    if data.banner:
+    if data.banner and not any(f.kind == "nan" for f in data.findings):
         st.error(data.banner, icon=":material/error:")
     if data.empty:
         st.info(
@@ -369,9 +488,51 @@ def show(data: LiveData) -> None:
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
+        _findings.findings_list(data.findings)
         return
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
+    _findings.findings_list(data.findings)
+
+
+def chart_downloads(data: RunFrame, settings: ChartSettings, run_id: str) -> None:
+    """ "Download chart data": the rows behind one chart (this run's drawn rank, the zoomed step range),
+    as CSV or Parquet, built only when a button is pressed."""
+    from monitor_cb.dashboard.chart_data import chart_rows
+
+    titles = {p.key: p.title for p in PANELS}
+    custom = (settings.custom_left, settings.custom_right)
+    charts = {k: panel_columns(k, data.frame.columns, custom) for k in settings.panels}
+    charts = {k: cols for k, cols in charts.items() if cols}
+    if not charts:
+        return
+    zoom = zoom_state()
+    steps = (zoom.lo, zoom.hi)
+    with st.popover("Download chart data", icon=":material/download:"):
+        key = st.selectbox("Chart", list(charts), format_func=titles.get, key="dl_chart")
+        key = key if key in charts else next(iter(charts))
+        span = "the whole run" if steps == (None, None) else f"steps {steps[0] or 'first'}–{steps[1] or 'latest'}"
+        st.caption(f"{', '.join(charts[key])} · {span} · NaN for a logged NaN, empty (null) for not logged")
+        rows = lambda: chart_rows(data.frame, data.masks, charts[key], steps)  # noqa: E731 - built on click
+        stem = f"{safe_file_stem(run_id)}-{key}"
+        d1, d2 = st.columns(2)
+        d1.download_button(
+            "CSV", data=lambda: rows().csv(), file_name=f"{stem}.csv", mime="text/csv", on_click="ignore", key="dl_csv"
+        )
+        d2.download_button(
+            "Parquet",
+            data=lambda: rows().parquet(),
+            file_name=f"{stem}.parquet",
+            mime="application/vnd.apache.parquet",
+            on_click="ignore",
+            key="dl_parquet",
+        )
+
+
+def safe_file_stem(name: str) -> str:
+    """A run id as a download file name: letters, digits, ``-_.`` only, at most 80 characters."""
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80].strip("._")
+    return stem or "run"
 
 
 def show_kpis(k: Kpis, run: Any) -> None:

@@ -97,9 +97,55 @@ def runs_page() -> None:
 
 
 # ----------------------------------------------------------------------------- controls
+# The view in the URL: ?q=adam&expr=lr<1e-3&sort=loss.best&desc=1&group=lr&stats=last&stats=min&all=1
+Q_TEXT, Q_EXPR, Q_SORT, Q_DESC, Q_GROUP, Q_STATS, Q_ALL = "q", "expr", "sort", "desc", "group", "stats", "all"
+URL_READ, K_SORT_WANTED, K_GROUP_WANTED = "runs_url_read", "runs_sort_wanted", "runs_group_wanted"
+MAX_QUERY_TEXT = 500  # a filter longer than this in a link is ignored
+
+
+def view_from_query() -> None:
+    """First render of this session: filters, statistics, sort and grouping from the URL (checked). Sort and
+    group wait until the table has that column (statistics fill in over a few renders)."""
+    if not _shared.query_once(URL_READ):
+        return
+    q, state = st.query_params, st.session_state
+    for name, key in ((Q_TEXT, K_TEXT), (Q_EXPR, K_EXPR)):
+        value = q.get(name)
+        if value is not None and len(value) <= MAX_QUERY_TEXT:
+            state[key] = value
+    stats = [v for v in q.get_all(Q_STATS) if v in STATS]
+    if stats:
+        state[K_STATS] = list(dict.fromkeys(stats))
+    if q.get(Q_DESC) in ("0", "1"):
+        state[K_DESC] = q.get(Q_DESC) == "1"
+    if q.get(Q_ALL) in ("0", "1"):
+        state[K_ALL] = q.get(Q_ALL) == "1"
+    for name, key in ((Q_SORT, K_SORT_WANTED), (Q_GROUP, K_GROUP_WANTED)):
+        value = q.get(name)
+        if value is not None and len(value) <= MAX_QUERY_TEXT:
+            state[key] = value
+
+
+def view_to_query() -> None:
+    """The URL follows the controls; defaults are left out."""
+    state = st.session_state
+    _shared.sync_query(Q_TEXT, state.get(K_TEXT) or None)
+    _shared.sync_query(Q_EXPR, state.get(K_EXPR) or None)
+    stats = list(state.get(K_STATS) or [])
+    _shared.sync_query(Q_STATS, None if stats == ["last", "best"] else (stats or None))
+    _shared.sync_query(Q_ALL, "1" if state.get(K_ALL) else None)
+    sort, group = state.get(K_SORT), state.get(K_GROUP)
+    _shared.sync_query(Q_SORT, None if sort in (None, NO_SORT) else str(sort))
+    _shared.sync_query(Q_DESC, "1" if state.get(K_DESC) else None)
+    _shared.sync_query(Q_GROUP, None if group in (None, NO_GROUP) else str(group))
+
+
 def controls() -> RunsQuery:
     """Text filter, expression filter, statistics and the all-keys switch (sort and group come after
     the table is known: their choices are its columns)."""
+    view_from_query()
+    if K_STATS not in st.session_state:
+        st.session_state[K_STATS] = ["last", "best"]
     c1, c2 = st.columns([2, 3])
     text = c1.text_input("Filter runs", key=K_TEXT, placeholder="name, status, config value… or run0*")
     expression = c2.text_input(
@@ -110,7 +156,7 @@ def controls() -> RunsQuery:
         "comparisons, `in`, `and`/`or`/`not`. A run without the value is left out.",
     )
     c3, c4 = st.columns([3, 1], vertical_alignment="bottom")
-    stats = c3.multiselect("Statistics per metric", list(STATS), default=["last", "best"], key=K_STATS)
+    stats = c3.multiselect("Statistics per metric", list(STATS), key=K_STATS)
     all_config = c4.toggle("All config keys", key=K_ALL, help="Every config key, not only those that differ.")
     sort = st.session_state.get(K_SORT)
     return RunsQuery(
@@ -127,14 +173,21 @@ def sort_controls(result: RunsView) -> None:
     """Sort column and direction, and the group-by key; a choice no longer in the table is reset."""
     columns = [c for c in result.table.frame.columns if c != "id"]
     keys = ["status", *result.table.config_columns]
-    if st.session_state.get(K_SORT) not in (NO_SORT, *columns):
-        st.session_state[K_SORT] = NO_SORT
-    if st.session_state.get(K_GROUP) not in (NO_GROUP, *keys):
-        st.session_state[K_GROUP] = NO_GROUP
+    state = st.session_state
+    if state.get(K_SORT_WANTED) in columns:  # from a link, once the table has that column
+        state[K_SORT] = state.pop(K_SORT_WANTED)
+        st.rerun()  # the table was built unsorted: build it again, sorted
+    if state.get(K_GROUP_WANTED) in keys:
+        state[K_GROUP] = state.pop(K_GROUP_WANTED)
+    if state.get(K_SORT) not in (NO_SORT, *columns):
+        state[K_SORT] = NO_SORT
+    if state.get(K_GROUP) not in (NO_GROUP, *keys):
+        state[K_GROUP] = NO_GROUP
     c1, c2, c3 = st.columns([3, 1.6, 3], vertical_alignment="bottom")
     c1.selectbox("Sort by", [NO_SORT, *columns], key=K_SORT)
     c2.toggle("Descending", key=K_DESC)
     c3.selectbox("Group by", [NO_GROUP, *keys], key=K_GROUP, help="Mean, min and max of each metric per value.")
+    view_to_query()
 
 
 # ----------------------------------------------------------------------------- table
@@ -158,6 +211,10 @@ def show_table(result: RunsView, now: float) -> list[str]:
     config: dict[str, Any] = {
         c: st.column_config.TextColumn(c, width=widths[c]) for c in frame.columns if c not in ("open",)
     }
+    if "duration_s" in config:  # shown as h:mm:ss, so not titled in seconds; filters and sort still say duration_s
+        config["duration_s"] = st.column_config.TextColumn(
+            "duration", width=widths["duration_s"], help="h:mm:ss (`duration_s`, in seconds, in filters and sort)"
+        )
     config["open"] = st.column_config.LinkColumn("open", display_text="live view", width=80)
     event = st.dataframe(
         frame,

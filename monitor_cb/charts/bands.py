@@ -23,7 +23,7 @@ from monitor_cb.analysis.series import XAxis
 from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.overlay import OVERLAY_HEIGHT, numeric_range, run_curve
 from monitor_cb.charts.style import NONFINITE_COLOR, Labels, escape_html, layout_dict
-from monitor_cb.compare.align import Alignment, reference_interval, smooth_on_grid
+from monitor_cb.compare.align import Alignment, reference_interval, smooth_run
 from monitor_cb.compare.bands import Band, band_edges, group_band
 from monitor_cb.compare.rundata import RunData
 
@@ -62,7 +62,7 @@ def group_figures(
             if not series or edges is None:
                 continue
             if smoothing > 0:
-                series = [(x, smooth_on_grid(x, y, smoothing, ref_dx)) for x, y in series]
+                series = [(x, smooth_run(x, y, smoothing, ref_dx, options.smoother)) for x, y in series]
             band = group_band(series, edges)
             traces += band_traces(band, escape_html(label), colors.get(label, "#1f77b4"), aligned.is_datetime, sparse)
         layout = layout_dict(xa, options, Labels(y=metric, title=metric))
@@ -87,10 +87,24 @@ def _curve(
 def band_traces(band: Band, label: str, color: str, is_datetime: bool, markers: bool = False) -> list[dict[str, Any]]:
     """The upper edge, the lower edge filled up to it, the mean line and red X marks where runs logged NaN/±inf.
 
+    The mean is solid where every run of the group has a value and dotted where fewer do (a run ended
+    or started later), so the step where a member ends reads as such; the hover says "mean of k of N runs".
+
     ``label`` is already escaped; it names the legend entry (the mean line's).
     """
     has = band.n > 0
     x = _x(band.x, is_datetime)
+    reached = band.n + band.nonfinite  # runs that logged anything in the bin (a NaN is marked, not a gap)
+    members = int(reached.max()) if reached.size else 0
+    full = reached == members
+    # the dotted part overlaps the solid one by a bin each side, so the line stays joined
+    partial = has & ~full
+    partial = partial | (np.r_[partial[1:], False] & full) | (np.r_[False, partial[:-1]] & full)
+    custom = np.stack([band.lo, band.hi, band.n], axis=-1)
+    hover = (
+        f"{label}: %{{y:.4g}} (min %{{customdata[0]:.4g}}, max %{{customdata[1]:.4g}}; "
+        f"mean of %{{customdata[2]}} of {members} runs)<extra></extra>"
+    )
     fill = _rgba(color, BAND_OPACITY)
     common = {"type": "scatter", "legendgroup": label, "hoverinfo": "skip", "showlegend": False}
     traces: list[dict[str, Any]] = [
@@ -107,16 +121,30 @@ def band_traces(band: Band, label: str, color: str, is_datetime: bool, markers: 
         {
             "type": "scatter",
             "x": x,
-            "y": band.mean,
+            "y": np.where(full, band.mean, np.nan),
             "name": label,
             "legendgroup": label,
             "mode": "lines+markers" if markers else "lines",
             "line": {"color": color, "width": 2},
-            "customdata": np.stack([band.lo, band.hi, band.n], axis=-1),
-            "hovertemplate": f"{label}: %{{y:.4g}} (min %{{customdata[0]:.4g}}, max %{{customdata[1]:.4g}}, "
-            "%{customdata[2]} runs)<extra></extra>",
+            "customdata": custom,
+            "hovertemplate": hover,
         },
     ]
+    if partial.any():  # where fewer of the group's runs reach: dotted, so a run's end is no jump of "the mean"
+        traces.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": np.where(partial, band.mean, np.nan),
+                "name": f"{label} (fewer runs)",
+                "legendgroup": label,
+                "showlegend": False,
+                "mode": "lines+markers" if markers else "lines",
+                "line": {"color": color, "width": 1.5, "dash": "dot"},
+                "customdata": custom,
+                "hovertemplate": hover,
+            }
+        )
     bad = np.flatnonzero(band.nonfinite > 0)
     if bad.size:
         good = np.flatnonzero(has)

@@ -129,6 +129,7 @@ def dual_axis_figure(
                 threshold=options.threshold(metric),
                 with_markers=metric in markers,
                 schedule=is_schedule(metric) and metric not in markers,
+                smoother=options.smoother,
             )
             bad_x = add_metric(fig, series, xa, plot, filters, options.n_out, data.cache_key)
             if bad_x is not None:

@@ -47,6 +47,9 @@ class ChartOptions:
         uirevision: kept constant across refreshes so zoom and legend clicks survive; change it
             (e.g. to the run id) to reset them.
         height: figure height in px (None = plotly's default).
+        smoother: how ``smoothing`` smooths: ``ema`` (TensorBoard's), ``mean`` (running average) or
+            ``gaussian`` (:data:`monitor_cb.analysis.smoothing.SMOOTHERS`); the raw line stays, faint.
+        log_x: log scale on a numeric x axis (steps, samples); x <= 0 is not drawn there.
     """
 
     x: str = "step"
@@ -57,6 +60,8 @@ class ChartOptions:
     x_range: XRange = None
     uirevision: Any = DEFAULT_UIREVISION
     height: int | None = None
+    smoother: str = "ema"
+    log_x: bool = False
 
     def __post_init__(self) -> None:
         pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds

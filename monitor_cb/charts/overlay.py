@@ -35,12 +35,13 @@ from monitor_cb.compare.align import (
     grid_edges,
     grid_indices,
     reference_interval,
-    smooth_on_grid,
+    smooth_run,
 )
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.rundata import RunData
 
 OVERLAY_HEIGHT = 360  # px, when the options give none
+MANY_RUNS = 8  # more runs than this in one chart: legend beside it, nearest-run hover, highlight on hover
 SIDE_HEIGHT = 300
 ZOOM_FULL_POINTS = 5000  # a side-by-side zoom this narrow (in rows) is drawn point for point
 _MAX_OTHER_RANK_MARKS = 1000
@@ -78,7 +79,7 @@ def overlay_figures(
                 if curve is not None:
                     look = _RunLook(run, colors[run.id], "legendonly" if run.id in hidden else True)
                     _add_run(spec, look, metric, curve, options, grid)
-        figures[metric] = spec.figure(_layout(xa, options, metric))
+        figures[metric] = spec.figure(_layout(xa, options, metric, many=len(runs) > MANY_RUNS))
     return figures
 
 
@@ -102,10 +103,28 @@ class _RunLook:
         return escape_html(self.run.label)
 
 
-def _layout(xa: XAxis, options: ChartOptions, metric: str) -> dict[str, Any]:
-    """The chart's layout with the metric as title and y title; a legend click toggles a run's whole group."""
+def _layout(xa: XAxis, options: ChartOptions, metric: str, many: bool = False) -> dict[str, Any]:
+    """The chart's layout with the metric as title and y title; a legend click toggles a run's whole group.
+
+    ``many`` (more than :data:`MANY_RUNS` runs): the legend is a column beside the plot that scrolls
+    when longer than it (60 names above the chart took most of it), the hover shows the nearest run
+    only (sixty values at one x are unreadable) and ``meta.highlight`` asks the page's chart listener
+    (``pages/_zoom.py``) to dim every other run while the pointer is on one.
+    """
     out = layout_dict(xa, options, Labels(y=metric, title=metric))
     out["legend"] = {**out["legend"], "groupclick": "togglegroup"}
+    if many:
+        out["legend"] = {
+            "groupclick": "togglegroup",
+            "orientation": "v",
+            "x": 1.02,
+            "xanchor": "left",
+            "y": 1,
+            "yanchor": "top",
+            "font": {"size": 11},
+        }
+        out["hovermode"] = "closest"
+        out["meta"] = {"highlight": True}
     return out
 
 
@@ -156,7 +175,7 @@ def _curve(run: RunData, metric: str, aligned: Aligned, xn: np.ndarray) -> _Curv
 def _add_run(spec: FigureSpec, look: _RunLook, metric: str, curve: _Curve, options: ChartOptions, grid: _Grid) -> None:
     sparse = metric.startswith("eval_")  # a handful of eval points: drawn raw with markers, as on the live page
     smoothing = 0.0 if sparse else options.smoothing
-    smooth = smooth_on_grid(curve.xn, curve.y, smoothing, grid.ref_dx) if smoothing > 0 else None
+    smooth = smooth_run(curve.xn, curve.y, smoothing, grid.ref_dx, options.smoother) if smoothing > 0 else None
     picked = grid_indices(curve.xn, curve.y, grid.edges)
     if grid.lo_hi is not None:  # zoomed: the rows inside the range plus one neighbour each side
         lo_hi = grid.lo_hi

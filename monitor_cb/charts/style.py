@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +54,24 @@ def apply_layout(fig: go.Figure, xa: XAxis, options: ChartOptions, labels: Label
 
 def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: bool = False) -> dict[str, Any]:
     """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
-    xaxis: dict[str, Any] = {"title": {"text": escape_html(xa.title)}, "type": "date" if xa.is_datetime else "linear"}
+    # automargin: the margins grow to hold the tick labels, so a title never sits on them (a y title on
+    # "1e12" ticks, rotated step ticks on the "step" title of a narrow side-by-side panel)
+    xaxis: dict[str, Any] = {
+        "title": {"text": escape_html(xa.title)},
+        "type": "date" if xa.is_datetime else "linear",
+        "automargin": True,
+    }
     if not xa.is_datetime:
         xaxis["tickformat"] = ","  # step 999,955, not plotly's "0.999955M"
+        if options.log_x:
+            xaxis["type"] = "log"
     if options.x_range is not None:
-        xaxis.update(range=list(options.x_range), autorange=False)
+        shown = list(options.x_range)
+        if xaxis.get("type") == "log":  # a log axis' range is in log10 units
+            lo, hi = (float(v) for v in shown)
+            shown = [math.log10(lo), math.log10(hi)] if lo > 0 and hi > 0 else None
+        if shown is not None:
+            xaxis.update(range=shown, autorange=False)
     title, y2_title = labels.title, labels.y2
     layout: dict[str, Any] = {
         "template": compact_template(),
@@ -79,6 +93,7 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             "title": {"text": escape_html(labels.y)},
             "type": "log" if options.log_y else "linear",
             "exponentformat": "power",
+            "automargin": True,
         },
     }
     if y2_title is not None:
@@ -87,6 +102,7 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             "type": "log" if log_y2 else "linear",
             "overlaying": "y",
             "side": "right",
+            "automargin": True,
             # plotly.js 3 syncs an overlaying axis' ticks to the left grid, giving values like 0.000886
             "tickmode": "auto",
             "showgrid": False,
@@ -173,3 +189,25 @@ def colors_for(metrics: Sequence[str]) -> dict[str, str]:
             free = [c for c in PALETTE if c not in chosen.values()]
             chosen[metric] = free[0] if free else PALETTE[len(chosen) % len(PALETTE)]
     return chosen
+
+
+def marks_to_log_x(spec: dict[str, Any]) -> dict[str, Any]:
+    """A figure dict whose x axis is log, with its annotations' data x (the labels of the lines at a
+    step and of finding bands) in log10 units, as plotly.js reads an annotation's position on a log
+    axis: a label at step 218 would otherwise stand at 10**218 and squeeze the curves to the left edge.
+    Shapes keep data units (plotly.js 3 places them by value; measured in Chromium). Labels at x <= 0
+    are dropped."""
+    layout = dict(spec.get("layout") or {})  # a copy: the figure's own dict may be shared (cached)
+    spec = {**spec, "layout": layout}
+    kept = []
+    for item in layout.get("annotations") or ():
+        item = dict(item)
+        if str(item.get("xref", "x")) == "x":
+            x = item.get("x")
+            if not (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0):
+                continue
+            item["x"] = math.log10(float(x))
+        kept.append(item)
+    if "annotations" in layout:
+        layout["annotations"] = kept
+    return spec

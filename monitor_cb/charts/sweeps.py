@@ -210,6 +210,9 @@ def _line_colors(metric: Axis, lower_is_better: bool) -> tuple[np.ndarray, list[
 
 
 # ----------------------------------------------------------------------------- scatter
+LEGEND_MAX_RUNS = 30  # up to this many runs the scatter has a legend of runs (beyond, the hover names them)
+
+
 def sweep_scatter_figure(
     table: pd.DataFrame,
     x: str,
@@ -221,7 +224,8 @@ def sweep_scatter_figure(
     title: str | None = None,
     height: int | None = 380,
 ) -> go.Figure:
-    """One point per run: config key ``x`` against metric ``y``, the run's name in the hover.
+    """One point per run: config key ``x`` against metric ``y``, the run's name in the hover and, up to
+    :data:`LEGEND_MAX_RUNS` runs, in a legend beside the plot (in the run's colour).
 
     Args:
         colors: run id -> colour (the compare colours), else one colour for all.
@@ -252,24 +256,46 @@ def sweep_scatter_figure(
     # user text goes through customdata (escaped), never into the template, where %{...} would be read
     labels = (escape_html(x), escape_html(y))
     hover = [(n, xt, _number_text(v), *labels) for n, xt, v in zip(names, x_text, y_raw, strict=True)]
-    traces = [
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": escape_html(y),
-            "x": x_axis.positions[finite].tolist(),
-            "y": y_raw[finite].tolist(),
-            "marker": {"size": 9, "color": _pick(point_colors, finite), "line": {"width": 0.5, "color": "#ffffff"}},
-            "customdata": _pick(hover, finite),
-            "hovertemplate": HOVER,
-        }
-    ]
+    legend = len(shown) <= LEGEND_MAX_RUNS
+    if legend:  # one trace per run: the legend names each run in its colour (a click hides it)
+        traces = [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": name,
+                "legendgroup": escape_html(str(run_id)),
+                "x": [float(x_axis.positions[i])] if finite[i] else [],
+                "y": [float(y_raw[i])] if finite[i] else [],
+                "marker": {"size": 9, "color": point_colors[i], "line": {"width": 0.5, "color": "#ffffff"}},
+                "customdata": [hover[i]] if finite[i] else [],
+                "hovertemplate": HOVER,
+            }
+            for i, (name, run_id) in enumerate(zip(names, shown["id"], strict=True))
+        ]
+    else:
+        traces = [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": escape_html(y),
+                "x": x_axis.positions[finite].tolist(),
+                "y": y_raw[finite].tolist(),
+                "marker": {
+                    "size": 9,
+                    "color": _pick(point_colors, finite),
+                    "line": {"width": 0.5, "color": "#ffffff"},
+                },
+                "customdata": _pick(hover, finite),
+                "hovertemplate": HOVER,
+            }
+        ]
     if (~finite).any():
         traces.append(
             {
                 "type": "scatter",
                 "mode": "markers",
                 "name": f"{escape_html(y)} not finite",
+                "showlegend": False,
                 "x": x_axis.positions[~finite].tolist(),
                 "y": [_nan_line(data, log_y)] * int((~finite).sum()),
                 "marker": {"symbol": "x", "size": 10, "color": NONFINITE_COLOR},
@@ -286,7 +312,9 @@ def sweep_scatter_figure(
                 "title": {"text": escape_html(heading + note), "x": 0, "xanchor": "left", "font": {"size": 14}},
                 "height": height,
                 "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-                "showlegend": False,
+                "showlegend": legend,
+                # beside the plot, scrolling when long: it never covers the points
+                "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "title": {"text": "run"}},
                 "hovermode": "closest",
                 "xaxis": {
                     "title": {"text": escape_html(x) + (" (log)" if x_axis.log else "")},

@@ -19,7 +19,7 @@ from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.analysis.live_series import valid_x as valid_x
 from monitor_cb.analysis.series import XAxis
 from monitor_cb.analysis.series_cache import SERIES_CACHE
-from monitor_cb.analysis.smoothing import ema_debiased
+from monitor_cb.analysis.smoothing import ema_debiased, smooth
 from monitor_cb.charts.axes import pin_constant_axes, pin_constant_axes_spec
 from monitor_cb.charts.options import Masks, Rows, Threshold
 from monitor_cb.charts.prepared import PreparedFigure
@@ -106,6 +106,7 @@ class MetricPlot:
     threshold: Threshold | None
     with_markers: bool
     schedule: bool = False  # drawn with fewer points (SCHEDULE_POINTS_FRACTION)
+    smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def add_metric(
         return None
     xv, y, steps, drawn_rows = selected
     key = None if cache_key is None else (cache_key, plot.metric, xa.kind, filters.ranks.chosen)
-    smooth_all = _smoothed(key, xv, y, plot.smoothing)
+    smooth_all = _smoothed(key, xv, y, plot.smoothing, plot.smoother)
     if drawn_rows is not None:  # smoothed over everything, drawn only where asked
         xv, y = xv[drawn_rows], y[drawn_rows]
         steps = steps[drawn_rows] if steps is not None else None
@@ -196,7 +197,7 @@ def add_metric(
                 **common,
             )
         )
-        smooth_key = None if key is None else (*key, "smoothed", plot.smoothing)
+        smooth_key = None if key is None else (*key, "smoothed", plot.smoothing, plot.smoother)
         # thinner only once the raw trace is downsampled: a short series keeps every smoothed point
         thin = n_out // SMOOTH_POINTS_FRACTION if y.size > n_out else n_out
         at = _downsampled(smooth_key, xv, smooth_all, thin, n_out)
@@ -232,9 +233,11 @@ def add_metric(
     return points.add_to(fig, plot)
 
 
-def _smoothed(key: Any, xv: np.ndarray, y: np.ndarray, weight: float) -> np.ndarray | None:
+def _smoothed(key: Any, xv: np.ndarray, y: np.ndarray, weight: float, smoother: str = "ema") -> np.ndarray | None:
     if weight <= 0:
         return None
+    if smoother != "ema":  # O(n) from cumulative sums: no incremental cache needed
+        return smooth(y, weight, smoother)
     if key is None:
         return ema_debiased(y, weight)
     return SERIES_CACHE.ema(key, xv, y, weight)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 ALIGNMENTS: dict[str, str] = {
     "step": "step",
     "samples": "samples seen",
-    "wall": "wall time",
+    "wall": "wall time (UTC)",
     "relative": "time since start",
 }
 DEFAULT_ALIGNMENT = "step"
@@ -53,29 +53,57 @@ class Aligned:
 
 @dataclass(frozen=True)
 class Alignment:
-    """Every run's x values on the chosen alignment, and the runs that cannot be drawn on it."""
+    """Every run's x values on the chosen alignment, and the runs that cannot be drawn on it (``why``:
+    run id -> the reason, in words)."""
 
     kind: str
     x: dict[str, Aligned]
     skipped: tuple[str, ...]
     title: str
     is_datetime: bool
+    why: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+
+# Wall time needs dates: a ``t`` below this (1 Jan 2000 UTC) counts seconds from the run's start
+# (LLaMA-Factory's elapsed_time, a script's own timer), and on a date axis it would sit in January 1970.
+WALL_MIN_T = 946_684_800.0
 
 
 def align_runs(runs: Sequence[RunData], alignment: str) -> Alignment:
     """x values for every run (one relative-time unit for all); runs lacking what the alignment needs are skipped."""
     relative = relative_kind([duration_s(r.frame) for r in runs]) if alignment == "relative" else None
     xs: dict[str, Aligned] = {}
-    skipped = []
+    why: dict[str, str] = {}
     for run in runs:
+        if alignment == "wall" and relative_t(run.frame):
+            why[run.id] = "its t counts seconds from the run's start, not dates"
+            continue
         aligned = align(run.frame, alignment, run.meta, relative) if len(run.frame) else None
         if aligned is None:
-            skipped.append(run.id)
+            why[run.id] = _missing(alignment)
         else:
             xs[run.id] = aligned
     first = next(iter(xs.values()), None)
     title = first.title if first is not None else alignment
-    return Alignment(alignment, xs, tuple(skipped), title, bool(first and first.is_datetime))
+    return Alignment(alignment, xs, tuple(why), title, bool(first and first.is_datetime), why)
+
+
+def _missing(alignment: str) -> str:
+    if alignment == "samples":
+        return "it logged no samples count and its metadata has no batch size"
+    if alignment in ("wall", "relative"):
+        return "it logged no timestamps (t)"
+    return "it logged no rows"
+
+
+def relative_t(frame: pd.DataFrame) -> bool:
+    """True when the run's ``t`` is elapsed seconds rather than a date (all finite values below
+    :data:`WALL_MIN_T`), so it has no place on a wall-time axis."""
+    if "t" not in frame.columns or len(frame) == 0:
+        return False
+    t = float_values(frame["t"])
+    t = t[np.isfinite(t)]
+    return bool(t.size) and float(t.max()) < WALL_MIN_T
 
 
 def as_numeric(values: np.ndarray) -> np.ndarray:
@@ -282,4 +310,18 @@ def smooth_on_grid(x: np.ndarray, y: np.ndarray, weight: float, ref_dx: float | 
     times = pd.to_datetime(np.round((xs - xs[0]) * scale).astype(np.int64), unit="ns")
     series = pd.Series(out[use])
     out[use] = series.ewm(halflife=pd.Timedelta(milliseconds=1), times=times).mean().to_numpy()
+    return out
+
+
+def smooth_run(x: np.ndarray, y: np.ndarray, weight: float, ref_dx: float | None, smoother: str = "ema") -> np.ndarray:
+    """One run's curve smoothed for a compare chart: ``ema`` is :func:`smooth_on_grid` (interval-aware);
+    ``mean`` and ``gaussian`` (:data:`monitor_cb.analysis.smoothing.SMOOTHERS`) work per logged point,
+    over the window the weight stands for, as the live page's do."""
+    if smoother == "ema":
+        return smooth_on_grid(x, y, weight, ref_dx)
+    from monitor_cb.analysis.smoothing import smooth
+
+    out = np.array(y, dtype=np.float64, copy=True)
+    use = np.isfinite(x)
+    out[use] = smooth(out[use], weight, smoother)
     return out

@@ -265,9 +265,11 @@ def groups(table: RunsTable, key: str) -> list[Group]:
 
 def group_table(table: RunsTable, key: str) -> pd.DataFrame:
     """One row per group: the value, the number of runs, and mean / min / max of each metric column
-    over the runs' finite values (NaN where none)."""
+    over the runs' finite values: None where no run of the group logged the metric, NaN where they
+    logged only NaN/±inf (so NaN always means a logged NaN)."""
     position = {run_id: i for i, run_id in enumerate(table.frame["id"])}
     numbers = {c: _float_array(table.frame[c]) for c in table.metric_columns}
+    logged = {c: np.array([not _missing(v) for v in table.frame[c]], dtype=bool) for c in table.metric_columns}
     records = []
     for group in groups(table, key):
         record: dict[str, Any] = {key: group.value, "runs": len(group.run_ids)}
@@ -275,12 +277,21 @@ def group_table(table: RunsTable, key: str) -> pd.DataFrame:
         for column, array in numbers.items():
             values = array[rows]
             finite = values[np.isfinite(values)]
-            empty = finite.size == 0
-            record[f"{column} mean"] = math.nan if empty else float(finite.mean())
-            record[f"{column} min"] = math.nan if empty else float(finite.min())
-            record[f"{column} max"] = math.nan if empty else float(finite.max())
+            empty: float | None = math.nan if logged[column][rows].any() else None
+            record[f"{column} mean"] = empty if finite.size == 0 else float(finite.mean())
+            record[f"{column} min"] = empty if finite.size == 0 else float(finite.min())
+            record[f"{column} max"] = empty if finite.size == 0 else float(finite.max())
         records.append(record)
-    return pd.DataFrame.from_records(records)
+    columns = list(records[0]) if records else [key, "runs"]
+    # object columns: pandas would turn a None (not logged) into NaN (a logged NaN) in a float column
+    return pd.DataFrame(
+        {c: pd.Series([r[c] for r in records], dtype=object if c != "runs" else None) for c in columns},
+        columns=columns,
+    )
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA
 
 
 def absent(value: Any) -> bool:

@@ -2,7 +2,9 @@
 
 A logged NaN never becomes a minimum or a best value (``min`` over NaN would lie or return NaN); it
 shows up once, as the first non-finite step. Values are taken only where the column was logged (the
-``logged`` masks), so a gap is not mistaken for a NaN.
+``logged`` masks), so a gap is not mistaken for a NaN, and a value that does not exist (a metric never
+logged, a duration without times) is None, never NaN: NaN in this table is always a logged NaN
+(the final loss of a run that diverged).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def run_duration(run: RunData, now: float) -> float | None:
 
 
 def summary_row(run: RunData, eval_metric: str | None, now: float) -> dict[str, Any]:
-    """The summary of one run (NaN where a value does not exist)."""
+    """The summary of one run (None where a value does not exist; NaN only where NaN was logged)."""
     frame, logged = run.frame, run.logged or None
     final = latest(frame, "loss", logged)
     low = extreme(frame, "loss", logged, lowest=True)
@@ -102,21 +104,22 @@ def summary_row(run: RunData, eval_metric: str | None, now: float) -> dict[str, 
         "run": run.label,
         "status": run.status,
         "steps": int(frame["step"].max()) if len(frame) else None,
-        "duration (s)": _or_nan(run_duration(run, now)),
-        "final loss": final[1] if final is not None else math.nan,
-        "min loss": low[0] if low else math.nan,
+        "duration (s)": run_duration(run, now),
+        "final loss": final[1] if final is not None else None,
+        "min loss": low[0] if low else _nan_if_logged(frame, "loss", logged),
         "min loss step": low[1] if low else None,
         "best eval": eval_metric if best else None,
-        "best eval value": best[0] if best else math.nan,
+        "best eval value": best[0] if best else (_nan_if_logged(frame, eval_metric, logged) if eval_metric else None),
         "best eval step": best[1] if best else None,
         "first non-finite step": bad[0] if bad else None,
-        "mean throughput": float(throughput.mean()) if throughput.size else math.nan,
-        "max grad norm": float(grad.max()) if grad.size else math.nan,
+        "mean throughput": float(throughput.mean()) if throughput.size else _nan_if_logged(frame, "throughput", logged),
+        "max grad norm": float(grad.max()) if grad.size else _nan_if_logged(frame, "grad_norm", logged),
     }
 
 
 def summary_table(runs: Sequence[RunData], eval_metric: str | None = None, now: float | None = None) -> pd.DataFrame:
-    """One row per run (columns :data:`COLUMNS`); integer columns are nullable ``Int64``.
+    """One row per run (columns :data:`COLUMNS`); integer columns are nullable ``Int64``, number columns
+    hold floats and None (object dtype, so pandas does not turn a missing value into NaN).
 
     ``eval_metric`` defaults to :func:`default_eval_metric` over every run's columns.
     """
@@ -126,11 +129,15 @@ def summary_table(runs: Sequence[RunData], eval_metric: str | None = None, now: 
     if eval_metric is None:
         columns = [c for r in runs for c in r.frame.columns]
         eval_metric = default_eval_metric(list(dict.fromkeys(columns)))
-    table = pd.DataFrame([summary_row(r, eval_metric, now) for r in runs], columns=list(COLUMNS))
+    rows = [summary_row(r, eval_metric, now) for r in runs]
+    table = pd.DataFrame({c: pd.Series([row[c] for row in rows], dtype=object) for c in COLUMNS}, columns=list(COLUMNS))
     for column in ("steps", "min loss step", "best eval step", "first non-finite step"):
         table[column] = table[column].astype("Int64")
     return table
 
 
-def _or_nan(value: float | None) -> float:
-    return math.nan if value is None else value
+def _nan_if_logged(frame: pd.DataFrame, column: str, logged: Mapping[str, np.ndarray] | None) -> float | None:
+    """For a statistic with no finite value: NaN when the column was logged (only NaN/±inf), None when never."""
+    if column not in frame.columns or len(frame) == 0:
+        return None
+    return math.nan if logged_rows(frame, column, logged).any() else None

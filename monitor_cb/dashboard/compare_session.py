@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from monitor_cb.charts.bands import group_figures
 from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.overlay import overlay_figures
-from monitor_cb.charts.side import side_figures
+from monitor_cb.charts.side import side_view
 from monitor_cb.compare.align import Alignment, align_runs
 from monitor_cb.compare.colors import view_colors
 from monitor_cb.compare.configdiff import config_diff, run_config
@@ -45,7 +45,10 @@ class CompareSettings:
     x_range: tuple[Any, Any] | None = None  # in the alignment's units (datetimes for wall time)
     hidden: frozenset[str] = frozenset()  # run ids the user hid with a legend click
     group_by: str | None = None  # a config key: one mean line and min-max band per value (overlay)
-    shared_y: bool = True  # side by side: one y range per metric across the runs
+    shared_y: bool = True  # side by side: one y range per metric across the runs (where readable)
+    shared_x: bool | None = None  # side by side: one x range for all panels; None = unless it blanks panels
+    smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
+    log_x: bool = False  # a log x axis (step and samples alignments)
 
     def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
         """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
@@ -56,6 +59,8 @@ class CompareSettings:
             n_out=self.n_points,
             x_range=self.x_range,
             uirevision=uirevision,
+            smoother=self.smoother,
+            log_x=self.log_x and self.alignment in ("step", "samples"),
         )
 
 
@@ -89,6 +94,8 @@ class CompareView:
     summary: pd.DataFrame
     x_bounds: tuple[Any, Any] | None = None
     colors: dict[str, str] = field(default_factory=dict)  # run id (and group label) -> colour
+    side_shared_x: bool = True  # side by side: the panels share one x range
+    side_unshared_y: tuple[str, ...] = ()  # side by side: metrics left unshared in y to keep curves readable
     key: tuple[Any, ...] = field(default=(), compare=False)
 
 
@@ -132,15 +139,25 @@ def build_view(
     given = view_colors([r.id for r in runs] + list(groups), colors)
     side: dict[str, list[go.Figure]] = {}
     figures: dict[str, go.Figure] = {}
+    side_x, side_y = True, ()
     if side_by_side:
-        side = side_figures(
-            runs, aligned, settings.metrics, options, colors=given, shared_y=settings.shared_y, x_bounds=bounds
+        panels = side_view(
+            runs,
+            aligned,
+            settings.metrics,
+            options,
+            colors=given,
+            shared_y=settings.shared_y,
+            x_bounds=bounds,
+            shared_x=settings.shared_x,
         )
+        side, side_x, side_y = panels.panels, panels.shared_x, panels.unshared_y
     elif groups:
         figures = group_figures(runs, aligned, settings.metrics, options, groups, given)
     else:
         figures = overlay_figures(runs, aligned, settings.metrics, options, settings.hidden, colors=given)
-    return CompareView(figures, side, aligned, summary_table(runs, eval_metric, now), bounds, given)
+    summary = summary_table(runs, eval_metric, now)
+    return CompareView(figures, side, aligned, summary, bounds, given, side_x, side_y)
 
 
 def _groups(runs: Sequence[RunData], key: str | None) -> dict[str, tuple[str, ...]]:
@@ -173,7 +190,8 @@ def report_html(
     if settings.group_by:
         notes.append(f"Grouped by {settings.group_by}: per value the mean line and the min-max band of its runs.")
     if view.aligned.skipped:
-        notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {', '.join(view.aligned.skipped)}")
+        reasons = "; ".join(f"{rid} ({view.aligned.why.get(rid, 'cannot be aligned')})" for rid in view.aligned.skipped)
+        notes.append(f"Not drawn (cannot be aligned by {settings.alignment}): {reasons}")
     title = f"Comparison of {len(runs)} runs"
     return build_report(
         title,

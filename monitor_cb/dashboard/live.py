@@ -33,6 +33,8 @@ class ChartSettings:
     # Points per raw trace: 1,000 (a chart about 1,000 px wide) keeps a live refresh of the three default
     # charts near 60 kB of websocket traffic; 2,000 sent about 110 kB. More can be chosen on the page.
     n_out: int = 1000
+    smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
+    log_x: bool = False
 
     def __post_init__(self) -> None:
         pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds
@@ -48,6 +50,8 @@ class ChartSettings:
             n_out=self.n_out,
             x_range=x_range,
             uirevision=uirevision,
+            smoother=self.smoother,
+            log_x=self.log_x,
         )
 
 

@@ -26,6 +26,7 @@ from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.charts.findings import MAX_LABELS, MAX_SHAPES, FindingMarks, finding_marks, step_mapper, with_marks
 from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.charts.prepared import PreparedFigure
+from monitor_cb.charts.style import marks_to_log_x
 from monitor_cb.dashboard.findings_view import finding_key
 from monitor_cb.dashboard.kpis import Kpis, compute_kpis, nan_banner
 from monitor_cb.dashboard.live import ChartSettings, figures_key, live_figures
@@ -174,10 +175,19 @@ def build_figures(
     note = grad_norm_note(series.columns, getattr(run, "meta", None)) if "speed_grad" in figures else None
     if note:  # the chart says why it shows throughput only, and how to get the norm
         add_note(figures["speed_grad"], note)
-    if not request.findings:
+    log_x = settings.log_x and settings.x != "time"
+    if not request.findings and not log_x:
         return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
-    marks = chart_marks(tuple(request.findings), list(figures), marker or plain_marker(series, settings.x))
-    return {key: PreparedFigure.of(with_marks(fig.to_dict(), marks[key])) for key, fig in figures.items()}
+    marks = (
+        chart_marks(tuple(request.findings), list(figures), marker or plain_marker(series, settings.x))
+        if request.findings
+        else {}
+    )
+    out = {}
+    for key, fig in figures.items():
+        spec = with_marks(fig.to_dict(), marks[key]) if key in marks else fig.to_dict()
+        out[key] = PreparedFigure.of(marks_to_log_x(spec) if log_x else spec)
+    return out
 
 
 def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveShared | None = None) -> LiveData:

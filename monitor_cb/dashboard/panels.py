@@ -44,3 +44,20 @@ def panels_for(columns: Iterable[str]) -> list[Panel]:
     cols = list(columns)
     cols = [c for c in cols if c != "loss_scale"]  # loss_scale is not a loss component
     return [p for p in PANELS if not p.needs or any(_has(cols, n) for n in p.needs)]
+
+
+def panel_columns(
+    key: str, columns: Iterable[str], custom: tuple[Iterable[str], Iterable[str]] = ((), ())
+) -> list[str]:
+    """The metric columns chart ``key`` draws from a frame with ``columns``, in the frame's order
+    (for "download the data behind this chart"); ``custom``: the custom chart's left and right metrics."""
+    cols = [c for c in columns if c not in ("step", "t", "rank", "seg")]
+    if key == "custom":
+        wanted = {*custom[0], *custom[1]}
+        return [c for c in cols if c in wanted]
+    panel = next((p for p in PANELS if p.key == key), None)
+    if panel is None:
+        return []
+    patterns = (*panel.needs, "loss") if key == "eval" else panel.needs  # eval metrics are drawn against loss
+    picked = [c for c in cols if any(_has([c], n) for n in patterns)]
+    return [c for c in picked if not (key == "components" and c == "loss_scale")]

@@ -1,12 +1,14 @@
 """Replay one run: the cursor that grows the charts, and the "jump to" list of notable steps.
 
-The list holds the first NaN/±inf of the loss and the gradient norm, the biggest loss spikes (ratio to
-the median of the preceding logged values) and every diagnosis finding. Choosing one opens a window of
+The list holds every diagnosis finding, the first NaN/±inf of the loss and the gradient norm and the
+biggest loss spikes (ratio to the median of the preceding logged values) the findings do not already
+report: one entry per event, each worded as a finding of its kind. Choosing one opens a window of
 ±50 logged steps around it, drawn at full resolution.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from monitor_cb.analysis.series import first_nonfinite, float_values, logged_rows
+from monitor_cb.analysis.series import first_nonfinite, float_values, logged_rows, nonfinite_rows
+from monitor_cb.charts.scatter import nonfinite_label
+from monitor_cb.diagnosis.findings import fmt_ratio, fmt_step
 
 WINDOW = 50  # logged steps each side of a notable step
 SPIKE_BASELINE = 20  # preceding logged values whose median a spike is measured against
@@ -27,7 +31,7 @@ class Notable:
     """A step worth a look."""
 
     step: int
-    kind: str  # "nan", "spike", or a diagnosis kind
+    kind: str  # a diagnosis kind ("nan", "loss_spike", ...), also for the steps the replay finds itself
     label: str  # plain text (the page escapes it)
     severity: str = "info"
 
@@ -111,20 +115,62 @@ def notable_steps(
     findings: Sequence[Any] = (),
     spikes: int = 5,
 ) -> list[Notable]:
-    """The "jump to" list, sorted by step: first non-finite values, biggest loss spikes, diagnosis findings."""
-    out: list[Notable] = []
+    """The "jump to" list, sorted by step: diagnosis findings, first non-finite values, biggest loss spikes.
+
+    One entry per event, worded one way per kind (``kind: message``, as the findings are): a first NaN
+    or a spike the diagnosis already reported is not listed again in other words, and a finding
+    reported twice word for word is listed once.
+    """
+    found = confirmed(findings, frame, logged)
+    out = [_finding_item(f) for f in found]
+    nan_reported = _reported_nan(found)
     for column in ("loss", "grad_norm"):
-        first = first_nonfinite(frame, column, logged) if column in frame.columns else None
-        if first is not None:
-            out.append(Notable(first[0], "nan", f"first non-finite {column}", "error"))
+        rows = nonfinite_rows(frame, column, logged) if column in frame.columns else np.empty(0)
+        if rows.size:
+            step, value = int(frame["step"].iloc[int(rows[0])]), float(frame[column].iloc[int(rows[0])])
+            if step not in nan_reported:
+                what = f"nan: {column} became {nonfinite_label(value)} at step {fmt_step(step)} (first non-finite)"
+                out.append(Notable(step, "nan", what, "error"))
+    spike_steps = _reported_spike_steps(found)
     for step, ratio in loss_spikes(frame, logged, spikes):
-        out.append(Notable(step, "spike", f"loss spike ×{ratio:.1f} over the recent median", "warning"))
-    for finding in confirmed(findings, frame, logged):
-        where = f" (rank {finding.rank})" if getattr(finding, "rank", None) is not None else ""
-        out.append(
-            Notable(int(finding.step), finding.kind, f"{finding.kind}{where}: {finding.message}", finding.severity)
-        )
-    return sorted(out, key=lambda n: (n.step, n.kind))
+        if step not in spike_steps:
+            what = f"loss_spike: loss at {fmt_ratio(ratio)} the median of the {SPIKE_BASELINE} logged values before it"
+            out.append(Notable(step, "loss_spike", what, "warning"))
+    unique = {(n.step, n.kind, n.label): n for n in out}  # the same finding twice (e.g. two sources) once
+    return sorted(unique.values(), key=lambda n: (n.step, n.kind))
+
+
+def _finding_item(finding: Any) -> Notable:
+    where = f" (rank {finding.rank})" if getattr(finding, "rank", None) is not None else ""
+    return Notable(int(finding.step), finding.kind, f"{finding.kind}{where}: {finding.message}", finding.severity)
+
+
+def _reported_nan(found: Sequence[Any]) -> set[int]:
+    """Steps of the NaN/±inf events the diagnosis's ``nan`` findings already report (a loss that became
+    NaN with its grad norm at the same step is one event)."""
+    out: set[int] = set()
+    for f in found:
+        if f.kind != "nan":
+            continue
+        out.add(int(f.step))
+        first = (getattr(f, "details", None) or {}).get("first")
+        if isinstance(first, Mapping):
+            out.update(int(v) for v in first.values() if isinstance(v, (int, float)))
+    return out
+
+
+def _reported_spike_steps(found: Sequence[Any]) -> set[int]:
+    """Steps a diagnosis ``loss_spike`` finding already covers: its start and end and the jumps it lists."""
+    steps: set[int] = set()
+    for f in found:
+        if f.kind != "loss_spike":
+            continue
+        steps.add(int(f.step))
+        if getattr(f, "end_step", None) is not None:
+            steps.update(range(int(f.step), int(f.end_step) + 1) if f.end_step - f.step <= 10_000 else (f.end_step,))
+        listed = (getattr(f, "details", None) or {}).get("steps") or ()
+        steps.update(int(v) for v in listed if isinstance(v, (int, float)) and math.isfinite(v))
+    return steps
 
 
 def notable_label(item: Notable) -> str:

@@ -29,7 +29,7 @@ th { background: #f4f4f4; } td.text, th.key { text-align: left; }
 
 
 def table_html(table: pd.DataFrame, index: bool = False) -> str:
-    """An HTML table of ``table`` with every header and cell escaped (NaN shown as ``NaN``, missing as blank)."""
+    """An HTML table of ``table`` with every header and cell escaped (NaN shown as ``NaN``, missing as ``–``)."""
     head = []
     if index:
         head.append(f'<th class="key">{html.escape(str(table.index.name or ""))}</th>')
@@ -46,7 +46,7 @@ def table_html(table: pd.DataFrame, index: bool = False) -> str:
 
 def _cell(value: object) -> tuple[str, bool]:
     if value is None or value is pd.NA or value is pd.NaT:
-        return "", True
+        return "–", True  # not logged; NaN is kept for a logged NaN
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         return f"{int(value):,}", True
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):

@@ -179,10 +179,24 @@ def sweep_columns(table: RunsTable) -> tuple[list[str], list[str]]:
 
 
 def default_sweep_keys(table: RunsTable, n: int = 6) -> list[str]:
-    """The config columns a sweep view starts with: up to ``n`` numeric ones, else the first ``n``."""
+    """The config columns a sweep view starts with: up to ``n`` of those that vary between the runs,
+    the ones with the most distinct values first (numeric before text; a seed last, it is noise, not
+    a choice), so ``lr`` comes before a constant ``classes``; the first ``n`` when none varies."""
     keys = list(table.config_columns)
-    numeric = [k for k in keys if _numeric(table.frame[k])]
-    return numeric[:n] or keys[:n]
+    varying = [k for k in keys if _distinct(table.frame[k]) > 1]
+    if not varying:
+        return keys[:n]
+
+    def rank(key: str) -> tuple[bool, bool, int]:
+        seed = "seed" in key.rsplit(".", 1)[-1].lower()
+        return (seed, not _numeric(table.frame[key]), -_distinct(table.frame[key]))
+
+    return sorted(varying, key=rank)[:n]
+
+
+def _distinct(column: pd.Series) -> int:
+    """How many different values (shown as text: lists and dicts count too) the runs have, missing left out."""
+    return len({show_value(v) for v in column if not absent(v)})
 
 
 def _numeric(column: pd.Series) -> bool:

@@ -90,3 +90,25 @@ def test_matches_tensorboard_loop(values, weight):
     finite = np.isfinite(expected)
     np.testing.assert_array_equal(out[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
     np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-9, atol=1e-6)
+
+
+def test_running_mean_and_gaussian_smooth_like_their_names_and_keep_nan_apart() -> None:
+    import numpy as np
+
+    from monitor_cb.analysis.smoothing import gaussian, running_mean, smooth, window_for
+
+    assert [window_for(w) for w in (0.0, 0.6, 0.9, 0.99)] == [1, 4, 19, 199]
+    y = np.array([1.0, 2.0, 3.0, np.nan, 4.0, 5.0])
+    out = running_mean(y, 3)
+    assert np.isnan(out[3]), "a NaN passes through"
+    np.testing.assert_allclose(out[[0, 1, 2, 4, 5]], [1.0, 1.5, 2.0, 3.0, 4.0])  # the last 3 finite points
+    rng = np.random.default_rng(0)
+    noisy = np.linspace(0, 1, 2000) + rng.normal(0, 0.2, 2000)
+    smooth_g = gaussian(noisy, 41)
+    assert np.std(np.diff(smooth_g)) < 0.05 * np.std(np.diff(noisy)), "much smoother"
+    assert abs(float(np.mean(smooth_g[500:1500] - np.linspace(0, 1, 2000)[500:1500]))) < 0.02, "centred: no lag"
+    lagging = running_mean(noisy, 41)
+    assert float(np.mean(np.linspace(0, 1, 2000)[500:1500] - lagging[500:1500])) > 0.005, "a trailing mean lags"
+    np.testing.assert_allclose(smooth(noisy, 0.9, "ema"), smooth(noisy, 0.9))
+    with pytest.raises(ValueError, match="unknown smoother"):
+        smooth(noisy, 0.5, "median")

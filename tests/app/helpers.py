@@ -30,3 +30,15 @@ def charts(at: AppTest) -> list[dict[str, Any]]:
 def texts(at: AppTest) -> str:
     parts = [*at.info, *at.warning, *at.error, *at.caption, *at.markdown]
     return "\n".join(str(p.value) for p in parts)
+
+
+def values(array: Any) -> list[float]:
+    """A figure array as the browser reads it: a list, or plotly's ``{"dtype", "bdata"}`` base64 form."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(array, dict) and "bdata" in array:
+        raw = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+        return [float(v) for v in raw.astype(float)]
+    return [float("nan") if v is None else float(v) for v in array]

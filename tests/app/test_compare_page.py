@@ -114,7 +114,7 @@ def test_summary_is_nan_aware(samples: Path) -> None:
     assert diverged["min loss"] not in ("NaN", ""), "a NaN loss must not make the minimum NaN"
     assert number(diverged["min loss step"]) < number(diverged["first non-finite step"])
     assert table.loc[RUNS[0], "best eval"] == "eval_loss"
-    assert table.loc[RUNS[0], "first non-finite step"] == "", "no such step: empty, not None"
+    assert table.loc[RUNS[0], "first non-finite step"] == "–", "no such step: a dash, not None"
 
 
 def test_summary_numbers_are_shown_whole_and_names_uncut(samples: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.testing.colordiff import ciede2000, hex_to_lab
-from tests.app.helpers import assert_ok, charts, run_entry
+from tests.app.helpers import assert_ok, charts, run_entry, values
 from tests.compare.runs_helpers import write_sweep_run
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
@@ -111,3 +111,56 @@ def test_a_link_with_other_runs_replaces_the_sessions_choice(sweep: list[str]) -
     assert_ok(at)
     assert at.sidebar.multiselect(key="cmp_runs").value == [sweep[5], sweep[7]]
     assert at.selectbox(key="cmp_group").value == "lr"
+
+
+def test_the_group_mean_is_dotted_where_a_member_run_has_ended(log_root: Path) -> None:
+    write_sweep_run(log_root, "short-s0", lr=1e-3, seed=0, steps=40, t0=1_700_000_000.0)
+    write_sweep_run(log_root, "long-s1", lr=1e-3, seed=1, steps=80, t0=1_700_000_100.0)
+    write_sweep_run(log_root, "other", lr=1e-2, seed=0, steps=80, t0=1_700_000_200.0)
+    at = run_app({"runs": ["short-s0", "long-s1", "other"], "metric": ["loss"], "group": "lr"})
+    assert_ok(at)
+    fig = charts(at)[0]
+    solid = next(t for t in fig["data"] if t.get("name") == "lr=0.001 (2 runs)")
+    dotted = next(t for t in fig["data"] if t.get("name") == "lr=0.001 (2 runs) (fewer runs)")
+    assert dotted["line"]["dash"] == "dot"
+    solid_x = [x for x, y in zip(values(solid["x"]), values(solid["y"]), strict=True) if y == y]
+    dotted_x = [x for x, y in zip(values(dotted["x"]), values(dotted["y"]), strict=True) if y == y]
+    assert max(solid_x) == 40, "solid while both seeds are there"
+    assert min(dotted_x) == 40 and max(dotted_x) == 80, "dotted from where the short seed ended"
+    assert "of 2 runs" in solid["hovertemplate"]
+    assert not any(str(t.get("name", "")).startswith("lr=0.01 ") and "fewer" in str(t.get("name")) for t in fig["data"])
+
+
+def test_compare_offers_the_same_smoothing_choices_as_live(sweep: list[str]) -> None:
+    import numpy as np
+
+    from monitor_cb.analysis.smoothing import running_mean, window_for
+
+    at = run_app({"runs": sweep[:2], "metric": ["loss"], "smooth": "0.8", "smoother": "mean"})
+    assert_ok(at)
+    assert at.selectbox(key="cmp_smoother").value == "mean"
+    fig = charts(at)[0]
+    raw = next(t for t in fig["data"] if str(t.get("name", "")).endswith("(raw)"))
+    line = next(t for t in fig["data"] if t.get("legendgroup") == raw["legendgroup"] and t.get("showlegend", True))
+    expected = running_mean(np.array(values(raw["y"])), window_for(0.8))
+    np.testing.assert_allclose(values(line["y"]), expected, rtol=1e-6)
+    at.selectbox(key="cmp_smoother").set_value("ema").run()
+    assert_ok(at)
+    assert "smoother" not in at.query_params, "the default stays out of the URL"
+
+
+def test_log_x_and_log_y_in_the_url_and_on_every_chart(sweep: list[str]) -> None:
+    import math
+
+    at = run_app({"runs": sweep[:3], "metric": ["loss", "eval_loss"], "logx": "1", "logy": "1"})
+    assert_ok(at)
+    assert at.toggle(key="cmp_log_x").value is True and at.toggle(key="cmp_log_y").value is True
+    assert all(f["layout"]["xaxis"]["type"] == "log" and f["layout"]["yaxis"]["type"] == "log" for f in charts(at))
+    at.radio(key="cmp_mode").set_value("side").run()
+    at.toggle(key="cmp_shared_x").set_value(True).run()
+    assert_ok(at)
+    ranges = {tuple(f["layout"]["xaxis"]["range"]) for f in charts(at)}
+    assert ranges == {(0.0, math.log10(60))}, "a shared range on a log axis is in log10 units (steps 1-60)"
+    at.radio(key="cmp_align").set_value("wall").run()
+    assert_ok(at)
+    assert at.toggle(key="cmp_log_x").disabled and all(f["layout"]["xaxis"]["type"] == "date" for f in charts(at))

@@ -117,7 +117,9 @@ def test_jump_to_first_nan_opens_a_full_resolution_window(samples: Path) -> None
     at = run_app({"run": DIVERGED})
     jump = at.selectbox(key="rp_jump")
     labels = [str(o) for o in jump.options]  # labels[0] is the whole run (value -1), labels[k] is item k - 1
-    k = next(i for i, o in enumerate(labels) if "first non-finite loss" in o)
+    k = next(i for i, o in enumerate(labels) if "nan: loss became NaN" in o)
+    assert sum("nan:" in o for o in labels) == 1, "the NaN is one entry, worded as its finding"
+    assert len(set(labels)) == len(labels), "no entry twice"
     step = int(labels[k].split("·")[0].replace("step", "").replace(",", ""))
     jump.set_value(k - 1).run()
     assert_ok(at)
@@ -137,7 +139,7 @@ def test_upload_a_good_file(log_root: Path, bare_nan: bool) -> None:
     assert not at.error, [e.value for e in at.error]
     assert charts(at), "the uploaded run is drawn"
     labels = [str(o) for o in at.selectbox(key="rp_jump").options]
-    assert any("250" in label and "first non-finite loss" in label for label in labels)
+    assert any("250" in label and "nan: loss became NaN" in label for label in labels)
     assert not any(p.name != "logs" for p in log_root.parent.iterdir() if p.is_file()), "nothing written"
     assert list(log_root.iterdir()) == [], "the upload is never written under the log root"
 

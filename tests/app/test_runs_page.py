@@ -136,8 +136,22 @@ def test_sweep_views_over_the_filtered_runs(sweep: Path) -> None:
     parcoords = figs["parcoords"]["data"][0]
     assert [d["label"] for d in parcoords["dimensions"]][-1].startswith("loss.last")
     assert len(parcoords["dimensions"][0]["values"]) == 8, "one line per filtered run"
-    scatter = figs["scatter"]["data"][0]
-    assert len(scatter["x"]) == 8 and len(set(scatter["marker"]["color"])) == 8, "a distinct colour per run"
+    points = [t for t in charts(at)[1]["data"] if t["type"] == "scatter" and t.get("showlegend", True) is not False]
+    assert len(points) == 8 and all(len(t["x"]) == 1 for t in points), "one point (and legend entry) per run"
+    assert len({t["marker"]["color"] for t in points}) == 8, "a distinct colour per run"
+    assert charts(at)[1]["layout"]["showlegend"] is True
+    assert {t["name"] for t in points} == {f"lr{lr:g}-s{seed}" for lr in (1e-4, 3e-4, 1e-3, 3e-3) for seed in (0, 1)}
+
+
+def test_sweeps_start_with_the_keys_that_vary(log_root: Path) -> None:
+    for i, lr in enumerate((1e-4, 3e-4, 1e-3, 3e-3)):
+        for seed in (0, 1):
+            config = {"classes": 10, "d_model": 64 if i < 2 else 128, "lr": lr, "seed": seed, "act": "gelu"}
+            write(log_root, f"r{i}-s{seed}", config)
+    at = run_app()
+    assert_ok(at)
+    assert at.multiselect(key="runs_sweep_keys").value == ["lr", "d_model", "seed"], "not classes, d_model..."
+    assert at.selectbox(key="runs_sweep_x").value == "lr"
 
 
 def compare_link(at: AppTest) -> Any:
@@ -217,6 +231,56 @@ def test_config_values_that_are_lists_dicts_and_nan(log_root: Path) -> None:
     at.text_input(key="runs_expr").set_value("").run()
     assert_ok(at)
     assert any(f["data"][0]["type"] == "parcoords" for f in charts(at)), "list values are categorical axes"
+
+
+def test_grouped_table_shows_a_dash_for_not_logged_and_nan_only_for_a_logged_nan(sweep: Path) -> None:
+    writer = MetricsWriter(sweep / "no-eval", rank=0, world_size=1, fsync_interval=0, config={"lr": 0.05})
+    for step in range(1, 31):
+        writer.log_at(1_700_000_000.0 + step, step=step, loss=1.0 / step, lr=0.05)
+    writer.close("finished")
+    at = run_app()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    assert_ok(at)
+    groups = at.dataframe[1].value.set_index("lr")
+    assert groups.loc["0.05", "eval_loss.last mean"] == "–", "no run of the group logged eval_loss"
+    assert groups.loc["0.05", "loss.last mean"] not in ("–", "NaN")
+    assert groups.loc["0.01", "loss.last mean"] == "NaN", "its only run logged a NaN loss last"
+    assert "NaN" not in set(groups.loc["0.001"]), "a healthy group has no NaN anywhere"
+
+
+def test_duration_is_titled_as_it_is_shown(sweep: Path) -> None:
+    at = run_app()
+    assert_ok(at)
+    table = at.dataframe[0].value
+    assert table["duration_s"].iloc[0].count(":") == 2, "shown as h:mm:ss"
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["duration_s"]["label"] == "duration", "so not titled as seconds"
+    assert "h:mm:ss" in columns["duration_s"]["help"]
+
+
+def test_the_url_keeps_filter_sort_and_grouping(sweep: Path) -> None:
+    at = run_app()
+    at.text_input(key="runs_filter").set_value("lr").run()
+    at.text_input(key="runs_expr").set_value('status == "finished"').run()
+    at.selectbox(key="runs_sort").set_value("loss.best").run()
+    at.toggle(key="runs_desc").set_value(True).run()
+    at.selectbox(key="runs_group").set_value("lr").run()
+    assert_ok(at)
+    link = {k: at.query_params[k] for k in at.query_params}
+    one = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in link.items()}
+    assert one == {"q": "lr", "expr": 'status == "finished"', "sort": "loss.best", "desc": "1", "group": "lr"}
+    fresh = run_app(link)  # a new tab on the copied link
+    assert_ok(fresh)
+    assert fresh.text_input(key="runs_filter").value == "lr"
+    assert fresh.text_input(key="runs_expr").value == 'status == "finished"'
+    assert fresh.selectbox(key="runs_sort").value == "loss.best" and fresh.toggle(key="runs_desc").value is True
+    assert fresh.selectbox(key="runs_group").value == "lr"
+    shown = fresh.dataframe[0].value
+    best = [float(v) for v in shown["loss.best"]]
+    assert best == sorted(best, reverse=True) and len(best) == 8, "sorted as the link says; diverged filtered out"
+    bad = run_app({"sort": "nope", "group": "<b>", "stats": ["evil"], "q": "x" * 10_000})
+    assert_ok(bad)
+    assert bad.selectbox(key="runs_sort").value == "(newest first)" and bad.text_input(key="runs_filter").value == ""
 
 
 def test_a_huge_integer_in_a_config_and_arithmetic_on_it_is_a_message_not_a_crash(log_root: Path) -> None:

@@ -161,7 +161,7 @@ def test_replay_plays_jumps_and_takes_an_upload(server: tuple[str, Path, LiveRun
 
         # jump to the first NaN: a window at full resolution
         page.locator(".st-key-rp_jump").click()
-        page.get_by_role("option").filter(has_text="first non-finite loss").first.click()
+        page.get_by_role("option").filter(has_text="nan: loss became NaN").first.click()
         poll(lambda: page.get_by_text("Back to replay").count() > 0, timeout=20, what="the jump window")
         poll(lambda: n_charts(page) >= 2, timeout=20, what="window charts")
         page.screenshot(path=str(SHOTS / "replay-jump-nan.png"), full_page=True)

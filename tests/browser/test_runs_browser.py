@@ -114,14 +114,14 @@ def test_twelve_runs_get_twelve_distinct_colours_and_labels_are_whole(
         labs = {n: hex_to_lab(c) for n, c in traces.items()}
         worst = min((ciede2000(labs[a], labs[b]), a, b) for a, b in itertools.combinations(names, 2))
         assert worst[0] >= MIN_DELTA_E, f"{worst[1]} and {worst[2]} are only {worst[0]:.1f} apart"
-        labels = ["Log y", "Shared y", "Group by", "Smoothing (EMA)"]
-        # The controls may still be redrawn by a rerun that follows the first chart: wait for all four.
+        labels = ["Log y", "Log x", "Shared y", "Shared x", "Group by", "Smoothing", "Weight"]
+        # The controls may still be redrawn by a rerun that follows the first chart: wait for all of them.
         cut = poll(
             lambda: (d := dict(page.evaluate(JS_CUT, labels))) and None not in d.values() and d,
             timeout=60,
             what="the compare controls drawn",
         )
-        assert cut == {"Log y": True, "Shared y": True, "Group by": True, "Smoothing (EMA)": True}, cut
+        assert cut == dict.fromkeys(labels, True), cut
 
 
 JS_SIDE_WIDTHS = """

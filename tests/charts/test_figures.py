@@ -406,3 +406,17 @@ def test_a_step_axis_writes_its_ticks_in_full():
     fig = dual_axis_figure(make_frame(300), ["loss"])
     assert fig.layout.xaxis.tickformat == ","
     assert dual_axis_figure(make_frame(300), ["loss"], options=ChartOptions(x="time")).layout.xaxis.tickformat is None
+
+
+def test_axis_titles_make_room_for_their_tick_labels() -> None:
+    """automargin on every axis: a y title never sits on "1e12" ticks, nor the x title on rotated step ticks."""
+    import numpy as np
+    import pandas as pd
+
+    from monitor_cb.charts.figures import dual_axis_figure
+    from monitor_cb.charts.options import ChartOptions
+
+    steps = np.arange(1, 101) * 50_000
+    frame = pd.DataFrame({"step": steps, "loss": np.linspace(1e12, 3e12, 100), "lr": np.full(100, 1e-3)})
+    fig = dual_axis_figure(frame, ["loss"], ["lr"], ChartOptions())
+    assert fig.layout.xaxis.automargin and fig.layout.yaxis.automargin and fig.layout.yaxis2.automargin

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+import pytest
 
-from monitor_cb.charts.side import share_y, side_figures
+from monitor_cb.charts.side import MIN_SHARE, SideView, share_y, shared_x_blanks, side_figures, side_view
 from monitor_cb.compare.align import align_runs
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.dashboard.compare_session import CompareSettings
+from monitor_cb.dashboard.compare_session import CompareSettings, x_bounds
 
 
 def run(run_id: str, steps: int, scale: float, **extra: np.ndarray) -> RunData:
@@ -73,3 +77,108 @@ def test_share_y_with_nothing_drawn_is_none() -> None:
     import plotly.graph_objects as go
 
     assert share_y([go.Figure(), go.Figure()], log_y=False) is None
+
+
+# ----------------------------------------------------------------------------- panels that stay readable
+REAL_RUNS = Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"
+ISSUE_RUNS = ("mask2former_mgm", "nyu_ssod_d2", "ddpg_pilot", "qwen25_medical", "echarts_tb")
+
+
+def drawn_share(fig: go.Figure) -> tuple[float, float] | None:
+    """The share of the panel's width and of its height the drawn curves span (1.0 on an autoranged axis,
+    which fits the data); None for an empty panel."""
+    xs, ys = [], []
+    for trace in fig.data:
+        if trace.x is None or trace.y is None:
+            continue
+        x = np.asarray(trace.x, dtype=np.float64)
+        y = np.asarray(trace.y, dtype=np.float64)
+        xs.append(x[np.isfinite(x)])
+        ys.append(y[np.isfinite(y)])
+    x, y = np.concatenate(xs) if xs else np.empty(0), np.concatenate(ys) if ys else np.empty(0)
+    if not x.size or not y.size:
+        return None
+
+    def share(values: np.ndarray, shown: Any) -> float:
+        if shown is None:
+            return 1.0
+        lo, hi = float(shown[0]), float(shown[1])
+        inside = values[(values >= lo) & (values <= hi)]
+        if not inside.size:
+            return 0.0
+        own = float(values.max() - values.min())
+        if own <= 1e-9 * max(abs(float(values.max())), 1e-300):
+            return 1.0  # a flat line is a visible line at its level
+        return float(inside.max() - inside.min()) / (hi - lo)
+
+    return share(x, fig.layout.xaxis.range), share(y, fig.layout.yaxis.range)
+
+
+def test_runs_with_wildly_different_step_ranges_get_their_own_x_by_default() -> None:
+    runs = [run("short", 200, 1.0), run("long", 200, 1.0)]
+    runs[1].frame["step"] = runs[1].frame["step"] * 20_000  # 4M steps, as an RL run's timesteps
+    aligned = align_runs(runs, "step")
+    assert shared_x_blanks(aligned)
+    options = CompareSettings(metrics=("loss",), smoothing=0.0).chart_options()
+    view = side_view(runs, aligned, ("loss",), options, x_bounds=(1, 4_000_000))
+    assert view.shared_x is False
+    short = view.panels["short"][0]
+    assert short.layout.xaxis.range is None, "autorange: the short run fills its panel"
+    assert len(short.data[0].x) == 200, "drawn on its own grid, not with the union's few bins"
+    linked = side_view(runs, aligned, ("loss",), options, x_bounds=(1, 4_000_000), shared_x=True)
+    assert linked.shared_x and list(linked.panels["short"][0].layout.xaxis.range) == [1, 4_000_000]
+    assert not shared_x_blanks(align_runs([run("a", 100, 1.0), run("b", 300, 1.0)], "step"))
+
+
+def test_shared_y_is_left_off_only_for_the_metric_that_would_flatten_a_run() -> None:
+    runs = [run("small", 100, 1.0, lr=np.linspace(0, 1e-3, 100)), run("huge", 100, 1e4, lr=np.linspace(0, 2e-3, 100))]
+    options = CompareSettings(metrics=("loss", "lr"), smoothing=0.0).chart_options()
+    view = side_view(runs, align_runs(runs, "step"), ("loss", "lr"), options, x_bounds=(1, 100))
+    assert view.unshared_y == ("loss",)
+    assert view.panels["small"][0].layout.yaxis.range is None
+    assert list(view.panels["small"][1].layout.yaxis.range) == list(view.panels["huge"][1].layout.yaxis.range)
+    flat = [run("a", 100, 1.0, lr=np.full(100, 1e-3)), run("b", 100, 1.0, lr=np.linspace(0, 1e-3, 100))]
+    flat_view = side_view(flat, align_runs(flat, "step"), ("lr",), options, x_bounds=(1, 100))
+    assert flat_view.unshared_y == (), "a constant lr is a visible line at its level: sharing keeps it"
+
+
+def real_data(names: list[str]) -> list[RunData]:
+    from monitor_cb.dashboard.compare_session import load_run
+    from monitor_cb.ingest import RunStore
+
+    store = RunStore(REAL_RUNS)
+    infos = {r.id: r for r in store.list_runs()}
+    return [d for d in (load_run(store, infos[n]) for n in names) if d is not None]
+
+
+def assert_no_blank_panel(runs: list[RunData], metrics: tuple[str, ...], log_y: bool = False) -> SideView:
+    settings = CompareSettings(metrics=metrics, log_y=log_y)
+    aligned = align_runs(runs, "step")
+    view = side_view(runs, aligned, metrics, settings.chart_options(), x_bounds=x_bounds(aligned))
+    assert set(view.panels) == {r.id for r in runs}
+    for run_id, figs in view.panels.items():
+        for metric, fig in zip(metrics, figs, strict=True):
+            share = drawn_share(fig)
+            if share is None:
+                assert metric not in next(r for r in runs if r.id == run_id).frame.columns
+                continue
+            assert share[0] >= MIN_SHARE and share[1] >= MIN_SHARE, (run_id, metric, share)
+    return view
+
+
+@pytest.mark.skipif(not (REAL_RUNS / "labels.json").is_file(), reason=f"no real_runs corpus at {REAL_RUNS}")
+def test_the_issue_runs_side_by_side_fill_every_panel() -> None:
+    runs = real_data(list(ISSUE_RUNS))
+    assert len(runs) == 5
+    view = assert_no_blank_panel(runs, ("loss", "lr"))
+    assert view.shared_x is False, "2,000 epochs next to 4.67M timesteps: one x range would blank four panels"
+    assert "loss" in view.unshared_y, "ddpg_pilot's loss ~1e4 next to losses ~1"
+    assert_no_blank_panel(runs, ("loss",), log_y=True)
+
+
+@pytest.mark.skipif(not (REAL_RUNS / "labels.json").is_file(), reason=f"no real_runs corpus at {REAL_RUNS}")
+def test_sixty_real_runs_side_by_side_fill_every_panel() -> None:
+    names = sorted(p.parent.name for p in REAL_RUNS.glob("*/metrics.jsonl"))[:60]
+    runs = real_data(names)
+    assert len(runs) == 60
+    assert_no_blank_panel(runs, ("loss",))

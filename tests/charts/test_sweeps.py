@@ -141,12 +141,16 @@ def test_scatter_one_point_per_run_log_x_and_run_colours() -> None:
     frame = sweep_frame()
     colors = {f"run{i:02d}": f"#0000{i:02x}" for i in range(12)}
     fig = sweep_scatter_figure(frame, "lr", "loss.best", colors=colors)
-    (points,) = fig.data
-    assert len(points.x) == 12 and points.marker.color[3] == "#000003"
+    assert len(fig.data) == 12 and all(len(t.x) == 1 for t in fig.data), "one trace per run: a legend of runs"
+    assert fig.layout.showlegend is True and [t.name for t in fig.data] == [f"run{i:02d}" for i in range(12)]
+    assert fig.data[3].marker.color == "#000003"
     assert fig.layout.xaxis.title.text == "lr (log)"
-    np.testing.assert_allclose(points.x, np.log10(frame["lr"]))
+    np.testing.assert_allclose([t.x[0] for t in fig.data], np.log10(frame["lr"]))
     assert list(fig.layout.xaxis.ticktext) == ["0.0001", "0.0003", "0.001", "0.003"]
-    assert points.customdata[0][0] == "run00" and fig.layout.yaxis.type == "linear"
+    assert fig.data[0].customdata[0][0] == "run00" and fig.layout.yaxis.type == "linear"
+    many = sweep_scatter_figure(sweep_frame(40), "lr", "loss.best")
+    (points,) = many.data
+    assert len(points.x) == 40 and many.layout.showlegend is False, "40 runs: one trace, the hover names them"
 
 
 def test_scatter_marks_nan_metrics_and_counts_missing_ones() -> None:
@@ -154,10 +158,11 @@ def test_scatter_marks_nan_metrics_and_counts_missing_ones() -> None:
     frame.loc[1, "loss.best"] = math.nan
     frame.loc[2, "loss.best"] = None
     fig = sweep_scatter_figure(frame, "optimizer", "loss.best")
-    points, bad = fig.data
-    assert len(points.x) == 4 and len(bad.x) == 1
+    *runs, bad = fig.data
+    points_y = [y for t in runs for y in t.y]
+    assert len(runs) == 5 and len(points_y) == 4 and len(bad.x) == 1
     assert bad.marker.symbol == "x" and bad.marker.color == NONFINITE_COLOR
-    assert bad.y[0] > max(points.y) and bad.customdata[0][2] == "NaN"
+    assert bad.y[0] > max(points_y) and bad.customdata[0][2] == "NaN"
     assert "1 without loss.best" in fig.layout.title.text
 
 
@@ -172,7 +177,7 @@ def test_figures_from_a_real_runs_table(tmp_path: Path) -> None:
     assert [d.label for d in pc.data[0].dimensions] == ["lr (log)", "seed", "loss.last"]
     assert sorted(pc.data[0].line.color).count(1.0) == 2  # the two lr=1e-2 runs ended in NaN
     sc = sweep_scatter_figure(table.frame, "lr", "eval_accuracy.best")
-    assert len(sc.data[0].x) == 6
+    assert sum(len(t.x) for t in sc.data) == 6
 
 
 def test_a_config_integer_no_double_holds_makes_a_categorical_axis() -> None:

@@ -60,11 +60,18 @@ def test_report_has_summary_and_config_diff(report: str) -> None:
     assert '<th class="key">lr</th>' in config and "opt.name" not in config, "only keys that differ"
 
 
+def test_report_summary_never_says_nan_for_what_was_not_logged(report: str) -> None:
+    summary = report.split("<h2>Summary</h2>")[1].split("<h2>")[0]
+    assert "<td>NaN</td>" not in summary, "no throughput, grad norm or eval logged, and the last loss is finite"
+    assert summary.count("<td>–</td>") >= 2 * 4, "best eval value, mean throughput, max grad norm... per run"
+
+
 def test_table_html_cells() -> None:
-    table = pd.DataFrame({"a": [1.5, float("nan"), float("inf")], "b": ["<x>", None, "y"]})
+    table = pd.DataFrame({"a": [1.5, float("nan"), float("inf")], "b": pd.Series(["<x>", None, "y"], dtype=object)})
     html = table_html(table)
     assert "<td>1.5</td>" in html and "<td>NaN</td>" in html and "<td>inf</td>" in html
     assert "&lt;x&gt;" in html and "<x>" not in html
+    assert '<td class="text">–</td>' in html or "<td>–</td>" in html, "a missing cell reads as not logged"
 
 
 def test_build_report_title_and_notes_escaped() -> None:
