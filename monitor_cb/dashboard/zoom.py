@@ -170,5 +170,6 @@ def x_range_for(state: ZoomState, xs_raw: np.ndarray, xs: np.ndarray, steps: np.
     if not (math.isfinite(a) and math.isfinite(b)):
         return None
     if np.issubdtype(np.asarray(xs_raw).dtype, np.datetime64):
-        return pd.Timestamp(int(a)).to_pydatetime(), pd.Timestamp(int(b)).to_pydatetime()
+        # a datetime holds microseconds: the nanoseconds of a zoom's edge are below what a chart can show
+        return pd.Timestamp(int(a)).to_pydatetime(warn=False), pd.Timestamp(int(b)).to_pydatetime(warn=False)
     return a, b
