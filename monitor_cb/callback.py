@@ -22,6 +22,7 @@ from mindspore.train import Callback
 from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
 from monitor_cb.guard import NanGuard
 from monitor_cb.lr import find_optimizer, global_step, lr_reader
+from monitor_cb.model_info import is_causal_lm, model_seq_length, tokens_per_sample
 from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
 from monitor_cb.timing import IntervalClock
 from monitor_cb.writer import MetricsWriter, MonitorWarning
@@ -64,7 +65,9 @@ class LiveMonitor(Callback):
         log_file: alternatively the metrics file itself (``logs/exp001/metrics.jsonl``).
         log_interval: log every this many steps.
         batch_size: samples per step per rank; default from the first input's shape.
-        seq_length: tokens per sample, for ``tokens_per_s``.
+        seq_length: tokens per sample, for ``tokens_per_s``; default the model config's ``seq_length``
+            (MindFormers models), else the width of 2-D integer inputs (less one for a ``...ForCausalLM``,
+            which is fed ``seq_length + 1`` tokens).
         rank_zero_only: only rank 0 writes (the guard still runs on every rank).
         config: hyperparameters or a MindFormers config, stored in the run metadata.
         run_name: display name; default the run directory's name.
@@ -183,7 +186,8 @@ class LiveMonitor(Callback):
         self._cur_base = int(cb.get("cur_step_num") or 0)
         self._step_base = global_step(self._optimizer) or 0
         self._clock = IntervalClock(self.log_interval, self._step_base, time.perf_counter())
-        self._batch, self._seq = self.batch_size, self.seq_length
+        self._causal_lm = is_causal_lm(network)
+        self._batch, self._seq = self.batch_size, self.seq_length or model_seq_length(network)
         self._epoch = None
         self._memory = [device_memory_reader(), host_memory_reader()] if self.log_memory else []
         rank, world_size, device_id = rank_info()
@@ -306,7 +310,7 @@ class LiveMonitor(Callback):
             dataset = cb.get("train_dataset")
             self._batch = int(dataset.get_batch_size()) if dataset is not None else 0
         if self._seq is None and len(shape) == 2 and "int" in str(getattr(first, "dtype", "")).lower():
-            self._seq = int(shape[1])  # 2-D integer inputs are token ids
+            self._seq = tokens_per_sample(int(shape[1]), None, self._causal_lm)  # 2-D integer inputs are token ids
         if self.writer is not None:
             self.writer.update_meta(batch_size=self._batch or None, seq_length=self._seq)
 

@@ -64,18 +64,37 @@ class TrainedRun:
         return {int(m["step"]): m.groupdict() for m in found if m}
 
 
-def train(workdir: Path, *flags: str) -> TrainedRun:
-    """Train in ``workdir`` (created) with ``train_job.py``'s ``flags``; fail with its output if it fails."""
+@dataclass
+class Training:
+    """A training started in its own process; :meth:`wait` returns what it wrote."""
+
+    workdir: Path
+    process: subprocess.Popen
+
+    def wait(self) -> TrainedRun:
+        """Wait for the training to end; fail with its output if it failed."""
+        try:
+            code = self.process.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        stdout = (self.workdir / "stdout.txt").read_text(errors="replace")
+        stderr = (self.workdir / "stderr.txt").read_text(errors="replace")
+        assert code == 0, f"training failed ({code}):\n{stdout[-3000:]}\n{stderr[-3000:]}"
+        return TrainedRun(cwd=self.workdir, run_dir=self.workdir / "out" / "run", stdout=stdout)
+
+
+def start(workdir: Path, *flags: str) -> Training:
+    """Start ``train_job.py`` with ``flags`` in ``workdir`` (created), output to files there."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}
-    done = subprocess.run(
-        [sys.executable, str(JOB), str(YAML), str(workdir / "out"), *flags],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, f"training failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return TrainedRun(cwd=workdir, run_dir=workdir / "out" / "run", stdout=done.stdout)
+    with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, str(JOB), str(YAML), str(workdir / "out"), *flags],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
+    return Training(workdir, process)

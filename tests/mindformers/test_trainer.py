@@ -75,6 +75,13 @@ def test_metadata_says_finished_layout_and_steps(yaml_run: TrainedRun) -> None:
     assert meta["optimizer"] == "AdamW" and meta["batch_size"] == 2
 
 
+def test_tokens_per_second_counts_the_model_seq_length_not_the_shifted_input(yaml_run: TrainedRun) -> None:
+    # MindFormers feeds seq_length + 1 = 17 tokens per sample to a causal LM; 16 of them are trained on.
+    assert yaml_run.meta()["seq_length"] == 16
+    for record in yaml_run.records():
+        assert record["tokens_per_s"] == pytest.approx(record["throughput"] * 16, rel=1e-9), record["step"]
+
+
 def test_trainer_with_training_arguments_and_a_callback_object(args_run: TrainedRun) -> None:
     records, printed = args_run.records(), args_run.printed()
     assert [r["step"] for r in records] == list(range(1, STEPS + 1))
@@ -82,6 +89,7 @@ def test_trainer_with_training_arguments_and_a_callback_object(args_run: Trained
         assert_record_matches_line(record, printed[record["step"]])
     meta = args_run.meta()
     assert meta["status"] == "finished" and meta["output_layout"] == "mindformers" and meta["total_steps"] == STEPS
+    assert meta["seq_length"] == 16, "from the model's config, not the 17-token input"
 
 
 def test_the_dashboard_opens_the_run(run_root: Path, yaml_run: TrainedRun) -> None:
