@@ -8,6 +8,7 @@ variant, the metadata, the ``TrainingArguments`` variant, and the run opened by 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from monitor_cb.dashboard.kpis import format_value
 from tests.app.conftest import DASHBOARD
 from tests.app.helpers import assert_ok, run_entry
-from tests.mindformers.harness import TrainedRun
+from tests.mindformers.harness import REPO, TrainedRun
 
 pytestmark = [pytest.mark.mindspore, pytest.mark.slow]
 
@@ -98,3 +99,49 @@ def test_the_dashboard_opens_the_run(run_root: Path, yaml_run: TrainedRun) -> No
     values = {m.label: m.value for m in at.metric}
     assert values[f"Step of {STEPS}"] == str(STEPS), values
     assert values["Loss"] == format_value(yaml_run.records()[-1]["loss"]), values
+
+
+# ----------------------------------------------------------------------------- the run's config, from the YAML alone
+def test_the_yaml_config_is_captured_masked_and_user_free(yaml_run: TrainedRun) -> None:
+    config = yaml_run.meta()["config"]
+    model = config["model"]
+    assert model["arch"] == "LlamaForCausalLM" and model["config"] == "LlamaConfig"
+    assert (model["hidden_size"], model["num_layers"], model["num_heads"], model["seq_length"]) == (32, 2, 4, 16)
+    assert config["lr_schedule"]["type"] == "CosineWithWarmUpLR" and config["lr_schedule"]["learning_rate"] == 1e-3
+    assert config["lr_schedule"]["total_steps"] == STEPS, "the Trainer's filled-in value, not the YAML's -1"
+    assert config["optimizer"]["type"] == "AdamW" and config["optimizer"]["betas"] == [0.9, 0.95]
+    assert config["runner_config"]["batch_size"] == 2 and config["runner_config"]["sink_mode"] is False
+    assert config["parallel_config"]["data_parallel"] == 1 and config["parallel_layout"] == "dp1 mp1 pp1"
+    assert config["seed"] == 0 and config["runner_wrapper"]["type"] == "CpuMFTrainOneStepCell"
+    assert config["batch_size"] == 2 and config["epochs"] == 1 and config["dataset_size"] == STEPS  # Model.train's
+    text = json.dumps(config)
+    assert str(yaml_run.cwd) not in text and "/tmp" not in text, "no path of the machine reaches the metadata"
+    assert "callbacks" not in config and "LiveMonitor" not in text
+
+
+def test_the_runs_page_row_shows_model_schedule_optimizer_batch_and_layout(run_root: Path) -> None:
+    at = run_entry(str(REPO / "tests" / "app" / "runs_app.py"))
+    assert_ok(at)
+    at.toggle(key="runs_all_config").set_value(True).run()
+    assert_ok(at)
+    row = at.dataframe(key="runs_table").value.set_index("id").loc["run"]
+    expected = {
+        "model.arch": "LlamaForCausalLM",
+        "model.hidden_size": "32",
+        "model.num_layers": "2",
+        "model.num_heads": "4",
+        "model.seq_length": "16",
+        "lr_schedule.type": "CosineWithWarmUpLR",
+        "lr_schedule.learning_rate": "0.001",
+        "optimizer.type": "AdamW",
+        "runner_config.batch_size": "2",
+        "parallel_layout": "dp1 mp1 pp1",
+    }
+    assert {key: str(row.get(key)) for key in expected} == expected
+
+
+def test_the_args_path_captures_the_trainers_config_too(args_run: TrainedRun) -> None:
+    config = args_run.meta()["config"]
+    assert config["model"]["arch"] == "LlamaForCausalLM" and config["model"]["hidden_size"] == 32
+    assert config["optimizer"]["type"] == "AdamW" and config["runner_config"]["batch_size"] == 2
+    assert config["lr_schedule"]["learning_rate"] == 1e-3 and config["seed"] == 0
