@@ -64,10 +64,11 @@ FIELDS: dict[str, tuple[str, float]] = {
     "grad_norm": (r"\bglobal_norm:\s*\[?\s*" + _NUM, 1.0),
     "tflops_per_npu": (r"train_throughput_per_npu:\s*" + _NUM + r"\s*T", 1.0),
 }
+USUAL_FIELDS = ("loss", "step_time", "lr", "loss_scale", "grad_norm", "tflops_per_npu")
 _OLD_TIME = r"\btime:\s*" + _NUM + r"\s*ms"  # before per_step_time (MindFormers 0.x)
 _OVERFLOW = r"overflow cond:\s*\[?\s*(True|False)"
 _THROUGHPUT = _NUM + r"\s+samples/s/p"
-_STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})"
+_STAMP = r"^(?:\[\w+\] )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})"  # file and stdout prefixes
 
 
 @dataclass
@@ -100,66 +101,176 @@ class ParsedLog:
     unparsed_offsets: list[int] = field(default_factory=list)  # line numbers in the chunk
 
 
-def parse_log(text: str, state: LogState, rank: int = 0) -> ParsedLog:
+def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
     """MFLossMonitor's step and progress lines of ``text`` (complete lines) as a :class:`Batch`.
 
     ``state`` carries the epoch size and the last step across chunks (a progress line may come in
-    the next chunk) and is updated.
+    the next chunk) and is updated. A step line in MindFormers 1.9's usual form is read by one
+    split (:func:`_usual_form`); any other (a variant above) field by field.
     """
     import polars as pl
 
-    lines = pl.Series("line", text.split("\n"), dtype=pl.String)
-    if text.find(FINISHED_MARK) >= 0:
+    data = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
+    if data.find(FINISHED_MARK.encode()) >= 0:
         state.finished = True
+    lines = _lines(data)
+    if lines is None:
+        return ParsedLog(Batch.empty())
     is_step = lines.str.contains(STEP_MARK, literal=True)
     is_progress = lines.str.contains(PROGRESS_MARK, literal=True)
     frame = pl.DataFrame({"line": lines, "is_step": is_step}).with_row_index("row").filter(is_step | is_progress)
     if frame.height == 0:
         return ParsedLog(Batch.empty())
-    core = frame["line"].str.extract_groups(_CORE)
-    epoch = core.struct.field("1").cast(pl.Int64, strict=False)
-    epochs = core.struct.field("2").cast(pl.Int64, strict=False)
-    step_in = core.struct.field("3").cast(pl.Int64, strict=False)
-    per_epoch = core.struct.field("4").cast(pl.Int64, strict=False)
     is_step_row = frame["is_step"]
-    unparsed = is_step_row & (step_in.is_null() | epoch.is_null() | (per_epoch.fill_null(0) <= 0))
-    bad_rows = frame["row"].filter(unparsed).to_list()
+    steps_frame = frame.filter(is_step_row)
+    fields, core = _step_fields(steps_frame["line"])
+    epoch, epochs, step_in, per_epoch = core
+    unparsed = step_in.is_null() | epoch.is_null() | (per_epoch.fill_null(0) <= 0)
+    bad_rows = steps_frame["row"].filter(unparsed).to_list()
     state.unparsed += len(bad_rows)
-    good_step = is_step_row & ~unparsed
-    global_step = pl.when(good_step).then((epoch - 1) * per_epoch + step_in).otherwise(None)
-    global_step = pl.select(global_step.alias("s")).to_series()
-    # a progress line belongs to the step line before it (or to the last step of an earlier chunk)
-    owner = global_step.forward_fill()
+    good = ~unparsed
+    global_step = (
+        ((epoch - 1) * per_epoch + step_in).set(unparsed, None) if len(bad_rows) else (epoch - 1) * per_epoch + step_in
+    )
+    # every row of the frame: a step row's own step, a progress row's the step line's before it
+    own = pl.Series("s", [None] * frame.height, dtype=pl.Int64).scatter(is_step_row.arg_true(), global_step)
+    owner = own.forward_fill()
     if state.last_step is not None:
         owner = owner.fill_null(state.last_step)
-    keep = (good_step | (~is_step_row & owner.is_not_null())).fill_null(False)
+    is_good_step = is_step_row.clone().scatter(is_step_row.arg_true(), good)
+    keep = (is_good_step | (~is_step_row & owner.is_not_null())).fill_null(False)
     if not bool(keep.any()):
         return ParsedLog(Batch.empty(), bad_rows)
-    _remember(state, epochs.filter(good_step), per_epoch.filter(good_step), global_step.filter(good_step))
+    _remember(state, epochs.filter(good), per_epoch.filter(good), global_step.filter(good))
     kept = frame.filter(keep)
-    line = kept["line"]
-    steps = owner.filter(keep).to_numpy().astype(np.int64)
-    stepped = good_step.filter(keep).to_numpy()
     n = kept.height
+    stepped = is_good_step.filter(keep).to_numpy()
     batch = Batch(
-        step=steps,
+        step=owner.filter(keep).to_numpy().astype(np.int64),
         seg=np.full(n, MISSING_INT, np.int64),
         rank=np.full(n, rank, np.int64),
-        t=_times(line),
+        t=_times(kept["line"]),
     )
-    _put(batch, "epoch", epoch.filter(keep).cast(pl.Float64).to_numpy(), stepped)
-    for name, (pattern, scale) in FIELDS.items():
-        values = _numbers(line.str.extract(pattern, 1)) * scale
-        _put(batch, name, values, stepped & ~np.isnan(values) | stepped & _is_nan_text(line, pattern))
-    if "step_time" not in batch.floats:
-        values = _numbers(line.str.extract(_OLD_TIME, 1)) * 1e-3
-        _put(batch, "step_time", values, stepped & ~np.isnan(values))
-    flag = line.str.extract(_OVERFLOW, 1)
-    overflow = np.where(flag.to_numpy() == "True", 1.0, 0.0)
-    _put(batch, "overflow", overflow, stepped & flag.is_not_null().to_numpy())
-    throughput = _numbers(line.str.extract(_THROUGHPUT, 1))
-    _put(batch, "throughput", throughput, ~stepped & ~np.isnan(throughput))
+    step_positions = np.flatnonzero(stepped)
+    good_np = good.to_numpy()
+    for name, (values, logged) in fields.items():
+        _put(batch, name, _spread(values[good_np], n, step_positions), _spread(logged[good_np], n, step_positions))
+    progress = kept["line"].filter(~kept["is_step"])
+    throughput = _throughputs(progress)
+    progress_positions = np.flatnonzero(~stepped)
+    _put(
+        batch,
+        "throughput",
+        _spread(throughput, n, progress_positions),
+        _spread(~np.isnan(throughput), n, progress_positions),
+    )
     return ParsedLog(batch, bad_rows)
+
+
+def _lines(data: bytes) -> Any:
+    """The lines of ``data`` as a polars string column, read by polars itself (no Python string per
+    line): invalid UTF-8 replaced, a line cut at an ASCII unit separator (no log line has one)."""
+    import polars as pl
+
+    if not data.strip():
+        return None
+    frame = pl.read_csv(
+        data,
+        has_header=False,
+        separator="\x1f",
+        quote_char=None,
+        encoding="utf8-lossy",
+        truncate_ragged_lines=True,
+        schema={"line": pl.String},
+    )
+    return frame["line"].fill_null("")
+
+
+def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[Any, Any, Any, Any]]:
+    """Each field's values and "was logged" flags over the step lines, and the epoch and step columns."""
+    import polars as pl
+
+    usual = _usual_form(line)
+    fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if usual is not None:  # the usual case: every line split at its commas, each part in its place
+        core = tuple(usual[k].cast(pl.Int64, strict=False) for k in ("epoch", "epochs", "step", "per"))
+        for name in USUAL_FIELDS:
+            fields[name] = _numbers(usual[name])
+        fields["step_time"] = (fields["step_time"][0] * 1e-3, fields["step_time"][1])
+        flag = usual["overflow"]
+    else:
+        groups = line.str.extract_groups(_CORE)
+        core = tuple(groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5))
+        for name, (pattern, scale) in FIELDS.items():
+            values, logged = _numbers(line.str.extract(pattern, 1))
+            fields[name] = (values * scale, logged)
+        if not fields["step_time"][1].any():
+            values, logged = _numbers(line.str.extract(_OLD_TIME, 1))
+            fields["step_time"] = (values * 1e-3, logged)
+        flag = line.str.extract(_OVERFLOW, 1)
+    fields["epoch"] = (core[0].cast(pl.Float64).fill_null(float("nan")).to_numpy(), core[0].is_not_null().to_numpy())
+    fields["overflow"] = (np.where(flag.to_numpy() == "True", 1.0, 0.0), flag.is_not_null().to_numpy())
+    return fields, core  # type: ignore[return-value]
+
+
+def _usual_form(line: Any) -> Any:
+    """The fields of step lines in MindFormers 1.9's usual form, as a frame of texts; None when any
+    line is in another form. Splitting at ", " and taking each part by position is several times
+    faster than a regex with captures, which the polars regex engine runs slowly."""
+    import polars as pl
+
+    parts = pl.col("parts")
+
+    def part(i: int, label: str) -> pl.Expr:
+        return parts.list.get(i, null_on_oob=True).str.strip_prefix(label)
+
+    def valid(i: int, label: str) -> pl.Expr:
+        return parts.list.get(i, null_on_oob=True).str.starts_with(label).fill_null(False)
+
+    epoch = parts.list.get(0).str.split("Epoch:[").list.last().str.strip_suffix("]").str.split("/")
+    step = part(1, "step:[").str.strip_suffix("]").str.split("/")
+    n_parts = parts.list.len()
+    last = parts.list.get(8, null_on_oob=True)
+    split = pl.DataFrame({"line": line}).lazy().select(parts=pl.col("line").str.split(", "))
+    frame = split.select(
+        epoch=epoch.list.get(0, null_on_oob=True).str.strip_chars(),
+        epochs=epoch.list.get(1, null_on_oob=True).str.strip_chars(),
+        step=step.list.get(0, null_on_oob=True).str.strip_chars(),
+        per=step.list.get(1, null_on_oob=True).str.strip_chars(),
+        loss=part(2, "loss:[").str.split("/").list.get(0).str.strip_chars(),
+        step_time=part(3, "per_step_time: ").str.strip_suffix("ms"),
+        lr=part(4, "lr: ").str.strip_chars("[] "),
+        overflow=part(5, "overflow cond: "),
+        loss_scale=part(6, "loss_scale: "),
+        grad_norm=part(7, "global_norm: ").str.strip_chars("[] "),
+        tflops_per_npu=last.str.strip_prefix("train_throughput_per_npu: ").str.strip_suffix("T"),
+        ok=valid(1, "step:[")
+        & valid(2, "loss:[")
+        & valid(3, "per_step_time: ")
+        & valid(4, "lr: ")
+        & valid(5, "overflow cond: ")
+        & valid(6, "loss_scale: ")
+        & valid(7, "global_norm: ")
+        & ((n_parts == 8) | ((n_parts == 9) & last.str.starts_with("train_throughput_per_npu: ").fill_null(False)))
+        & parts.list.get(0).str.contains("Epoch:[", literal=True),
+    ).collect()  # lazily: each part and each split is computed once, not once per use
+    return frame if bool(frame["ok"].all()) else None
+
+
+def _throughputs(progress: Any) -> np.ndarray:
+    """samples/s/p of progress lines (``... |█████   | 79.17815 samples/s/p  0:00:00 }``): the text after
+    the bar's last ``| ``, else (another form) by regex."""
+    fast = _numbers(progress.str.split("| ").list.last().str.split(" ").list.first())
+    if bool(fast[1].all()):
+        return fast[0]
+    return _numbers(progress.str.extract(_THROUGHPUT, 1))[0]
+
+
+def _spread(values: np.ndarray, n: int, positions: np.ndarray) -> np.ndarray:
+    """``values`` placed at ``positions`` of an ``n``-row column (NaN / False elsewhere)."""
+    out = np.zeros(n, bool) if values.dtype == bool else np.full(n, np.nan)
+    out[positions] = values
+    return out
 
 
 def _remember(state: LogState, epochs: Any, per_epoch: Any, steps: Any) -> None:
@@ -169,17 +280,15 @@ def _remember(state: LogState, epochs: Any, per_epoch: Any, steps: Any) -> None:
         state.last_step = int(steps[-1])
 
 
-def _numbers(texts: Any) -> np.ndarray:
-    """Extracted texts as float64; NaN where absent or not a number (``unavailable``, ``None``)."""
+def _numbers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Extracted texts as float64 values and "was logged" flags: a number, or ``nan`` itself (a logged
+    NaN); absent, ``unavailable`` or ``None`` is not logged."""
     import polars as pl
 
-    return texts.str.to_lowercase().cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
-
-
-def _is_nan_text(line: Any, pattern: str) -> np.ndarray:
-    """Where the field says ``nan`` itself (a logged NaN, unlike an absent field)."""
-    extracted = line.str.extract(pattern, 1).str.to_lowercase()
-    return (extracted.is_in(["nan", "-nan"])).fill_null(False).to_numpy()
+    lower = texts.str.to_lowercase()
+    numbers = lower.cast(pl.Float64, strict=False)
+    logged = numbers.is_not_null() | lower.is_in(["nan", "-nan"]).fill_null(False)
+    return numbers.fill_null(float("nan")).to_numpy(), logged.to_numpy()
 
 
 def _put(batch: Batch, name: str, values: np.ndarray, logged: np.ndarray) -> None:
@@ -191,10 +300,13 @@ def _times(line: Any) -> np.ndarray:
     """Unix seconds of each line's timestamp, read as local time; NaN without one."""
     import polars as pl
 
-    stamp = line.str.extract_groups(_STAMP)
-    base = stamp.struct.field("1").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
-    millis = stamp.struct.field("2").cast(pl.Float64, strict=False)
-    naive = (base.dt.epoch("ms").cast(pl.Float64) + millis).to_numpy() / 1000.0  # as if UTC
+    # the file handler's "[INFO] 2026-12-05 09:22:03,997 ..." by position; anything else by regex
+    stamp = line.str.slice(7, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
+    if stamp.null_count():
+        groups = line.str.extract_groups(_STAMP)
+        text = groups.struct.field("1") + "," + groups.struct.field("2")
+        stamp = stamp.fill_null(text.str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))
+    naive = stamp.dt.epoch("ms").cast(pl.Float64).to_numpy() / 1000.0  # as if UTC
     out = naive - _utc_offset(naive)
     return np.where(np.isfinite(out), out, np.nan)
 

@@ -95,7 +95,7 @@ class MindFormersLogSource(TableSource):
     def _take(self, data: bytes, offset: int) -> int:
         if not data:
             return 0
-        parsed = parse_log(data.decode("utf-8", errors="replace"), self.state, self.table.rank)
+        parsed = parse_log(data, self.state, self.table.rank)
         if parsed.unparsed_offsets:
             reason = "an MFLossMonitor line without its epoch and step"
             self._count_bad([BadLine(offset, reason) for _ in parsed.unparsed_offsets])

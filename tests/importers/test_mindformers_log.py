@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,12 @@ def test_a_fifo_or_a_directory_named_info_log_is_no_log(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "a" / "info.log")
     (tmp_path / "b" / "info.log").mkdir(parents=True)
     assert not is_mindformers_log_dir(tmp_path / "a") and not is_mindformers_log_dir(tmp_path / "b")
+
+
+def test_timestamps_of_both_prefixes_are_local_time() -> None:
+    file_t = parse_log(line(V19, FILE, ms=250), LogState()).batch.t[0]
+    stdout_t = parse_log(line(V19, STDOUT, ms=250), LogState()).batch.t[0]
+    assert file_t == stdout_t
+    assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(file_t)) == "2026-12-05 09:22:03"
+    assert file_t % 1 == pytest.approx(0.25)
+    assert math.isnan(parse_log(V19, LogState()).batch.t[0]), "a line with no timestamp has no time"
