@@ -19,6 +19,7 @@ from monitor_cb.ingest.store import RunStore
 from tests.app.conftest import DASHBOARD
 from tests.app.helpers import assert_ok, run_entry
 from tests.mindformers.harness import TrainedRun
+from tests.notify.conftest import http_receiver  # noqa: F401  (the fixture: a real HTTP receiver)
 
 pytestmark = [pytest.mark.mindspore, pytest.mark.slow]
 
@@ -136,3 +137,27 @@ def test_the_dashboard_opens_the_log_as_a_run(
     assert_ok(at)
     values = {m.label: m.value for m in at.metric}
     assert values["Step of 20"] == "20", values
+
+
+def test_a_nan_loss_in_the_log_is_alerted_like_ours(
+    yaml_run: TrainedRun,
+    tmp_path: Path,
+    http_receiver,  # noqa: F811 - the imported fixture
+) -> None:
+    """The real lines with the loss of steps 15-20 turned into MindFormers' ``nan``: one error alert."""
+    from tests.notify.test_watcher import sent, watch_once
+
+    lines = []
+    for line in yaml_run.info_log.read_text().splitlines():
+        if "Epoch:[" in line and int(line.split("step:[")[1].split("/")[0]) >= 15:
+            head, rest = line.split("loss:[", 1)
+            line = head + "loss:[nan/nan]" + rest.split("]", 1)[1]
+        lines.append(line)
+    rank_dir = tmp_path / "logs" / "job" / "output" / "log" / "rank_0"
+    rank_dir.mkdir(parents=True)
+    replay(lines, rank_dir / "info.log")
+    rx = http_receiver()
+    watch_once(tmp_path / "logs", rx)
+    alerts = {a["kind"]: a for a in sent(rx)}
+    assert alerts["nan"]["run"] == "job/output/log" and alerts["nan"]["step"] == 15
+    assert alerts["nan"]["severity"] == "error"
