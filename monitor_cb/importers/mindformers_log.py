@@ -172,7 +172,7 @@ def _lines(data: bytes) -> Any:
     line): invalid UTF-8 replaced, a line cut at an ASCII unit separator (no log line has one)."""
     import polars as pl
 
-    if not data.strip():
+    if not data or (len(data) < 4096 and not data.strip()):  # (no copy of a large chunk to check it)
         return None
     frame = pl.read_csv(
         data,
@@ -219,41 +219,48 @@ def _usual_form(line: Any) -> Any:
     faster than a regex with captures, which the polars regex engine runs slowly."""
     import polars as pl
 
-    parts = pl.col("parts")
+    names = [f"p{i}" for i in range(9)]
+    parts = (
+        pl.DataFrame({"line": line})
+        .lazy()
+        .select(pl.col("line").str.splitn(", ", 9).struct.rename_fields(names))
+        .unnest("line")
+    )
 
-    def part(i: int, label: str) -> pl.Expr:
-        return parts.list.get(i, null_on_oob=True).str.strip_prefix(label)
+    def pair(column: pl.Expr, index: int) -> pl.Expr:  # "  1/ 10" -> "1" (0) or "10" (1)
+        return column.str.split_exact("/", 1).struct.field(f"field_{index}").str.strip_chars()
 
-    def valid(i: int, label: str) -> pl.Expr:
-        return parts.list.get(i, null_on_oob=True).str.starts_with(label).fill_null(False)
-
-    epoch = parts.list.get(0).str.split("Epoch:[").list.last().str.strip_suffix("]").str.split("/")
-    step = part(1, "step:[").str.strip_suffix("]").str.split("/")
-    n_parts = parts.list.len()
-    last = parts.list.get(8, null_on_oob=True)
-    split = pl.DataFrame({"line": line}).lazy().select(parts=pl.col("line").str.split(", "))
-    frame = split.select(
-        epoch=epoch.list.get(0, null_on_oob=True).str.strip_chars(),
-        epochs=epoch.list.get(1, null_on_oob=True).str.strip_chars(),
-        step=step.list.get(0, null_on_oob=True).str.strip_chars(),
-        per=step.list.get(1, null_on_oob=True).str.strip_chars(),
-        loss=part(2, "loss:[").str.split("/").list.get(0).str.strip_chars(),
-        step_time=part(3, "per_step_time: ").str.strip_suffix("ms"),
-        lr=part(4, "lr: ").str.strip_chars("[] "),
-        overflow=part(5, "overflow cond: "),
-        loss_scale=part(6, "loss_scale: "),
-        grad_norm=part(7, "global_norm: ").str.strip_chars("[] "),
+    epoch = pl.col("p0").str.split_exact("Epoch:[", 1).struct.field("field_1").str.strip_suffix("]")
+    step = pl.col("p1").str.strip_prefix("step:[").str.strip_suffix("]")
+    last = pl.col("p8")
+    labels = (
+        ("p1", "step:["),
+        ("p2", "loss:["),
+        ("p3", "per_step_time: "),
+        ("p4", "lr: "),
+        ("p5", "overflow cond: "),
+        ("p6", "loss_scale: "),
+        ("p7", "global_norm: "),
+    )
+    ok = pl.col("p0").str.contains("Epoch:[", literal=True).fill_null(False)
+    for column, label in labels:
+        ok = ok & pl.col(column).str.starts_with(label).fill_null(False)
+    tail_ok = last.str.starts_with("train_throughput_per_npu: ") & ~last.str.contains(", ", literal=True)
+    ok = ok & (last.is_null() | tail_ok.fill_null(False))  # and nothing after the last field
+    frame = parts.select(
+        epoch=pair(epoch, 0),
+        epochs=pair(epoch, 1),
+        step=pair(step, 0),
+        per=pair(step, 1),
+        loss=pair(pl.col("p2").str.strip_prefix("loss:["), 0),
+        step_time=pl.col("p3").str.strip_prefix("per_step_time: ").str.strip_suffix("ms"),
+        lr=pl.col("p4").str.strip_prefix("lr: ").str.strip_chars("[] "),
+        overflow=pl.col("p5").str.strip_prefix("overflow cond: "),
+        loss_scale=pl.col("p6").str.strip_prefix("loss_scale: "),
+        grad_norm=pl.col("p7").str.strip_prefix("global_norm: ").str.strip_chars("[] "),
         tflops_per_npu=last.str.strip_prefix("train_throughput_per_npu: ").str.strip_suffix("T"),
-        ok=valid(1, "step:[")
-        & valid(2, "loss:[")
-        & valid(3, "per_step_time: ")
-        & valid(4, "lr: ")
-        & valid(5, "overflow cond: ")
-        & valid(6, "loss_scale: ")
-        & valid(7, "global_norm: ")
-        & ((n_parts == 8) | ((n_parts == 9) & last.str.starts_with("train_throughput_per_npu: ").fill_null(False)))
-        & parts.list.get(0).str.contains("Epoch:[", literal=True),
-    ).collect()  # lazily: each part and each split is computed once, not once per use
+        ok=ok,
+    ).collect()
     return frame if bool(frame["ok"].all()) else None
 
 

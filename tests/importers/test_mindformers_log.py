@@ -190,3 +190,8 @@ def test_timestamps_of_both_prefixes_are_local_time() -> None:
     assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(file_t)) == "2026-12-05 09:22:03"
     assert file_t % 1 == pytest.approx(0.25)
     assert math.isnan(parse_log(V19, LogState()).batch.t[0]), "a line with no timestamp has no time"
+
+
+def test_a_usual_line_with_a_field_of_a_later_version_goes_field_by_field() -> None:
+    got = rows(line(V19 + ", mfu: 0.41") + "\n" + line(V19.replace("step:[    2/", "step:[    3/")))
+    assert got[2]["tflops_per_npu"] == pytest.approx(0.12) and got[3]["loss"] == pytest.approx(4.148911)
