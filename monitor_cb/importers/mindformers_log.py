@@ -38,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from monitor_cb.ingest.batch import MISSING_INT, Batch
+from monitor_cb.ingest.batch import MISSING_INT, Batch, concat_batches
 
 LOG_NAME = "info.log"
 MAX_ROTATED = 20  # info.log.1 ... (MindFormers keeps 5 by default)
 SOURCE_FORMAT = "mindformers_log"
+SLICE_LINES = 100_000
 STEP_MARK = "Epoch:["
 PROGRESS_MARK = "samples/s/p"
 FINISHED_MARK = "Training Over"
@@ -106,34 +107,65 @@ def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
 
     ``state`` carries the epoch size and the last step across chunks (a progress line may come in
     the next chunk) and is updated. A step line in MindFormers 1.9's usual form is read by one
-    split (:func:`_usual_form`); any other (a variant above) field by field.
+    split (:func:`_usual_form`); any other (a variant above) field by field; a slice of
+    :data:`SLICE_LINES` lines at a time.
     """
-    import polars as pl
 
     data = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
-    if data.find(FINISHED_MARK.encode()) >= 0:
-        state.finished = True
-    lines = _lines(data)
+    lines = read_lines(data)
     if lines is None:
         return ParsedLog(Batch.empty())
+    parts: list[ParsedLog] = []
+    for i in range(0, lines.len(), SLICE_LINES):
+        parsed = _parse_slice(lines.slice(i, SLICE_LINES), state, rank)
+        parts.append(ParsedLog(parsed.batch, [row + i for row in parsed.unparsed_offsets]))
+    if len(parts) == 1:
+        return parts[0]
+    rows = [row for part in parts for row in part.unparsed_offsets]
+    return ParsedLog(concat_batches([p.batch for p in parts if len(p.batch)]), rows)
+
+
+def _parse_slice(lines: Any, state: LogState, rank: int) -> ParsedLog:
+    """The general path: whole lines (a polars string column), each field by its own pattern."""
+    import polars as pl
+
+    if bool(lines.str.contains(FINISHED_MARK, literal=True).any()):
+        state.finished = True
     is_step = lines.str.contains(STEP_MARK, literal=True)
     is_progress = lines.str.contains(PROGRESS_MARK, literal=True)
     frame = pl.DataFrame({"line": lines, "is_step": is_step}).with_row_index("row").filter(is_step | is_progress)
     if frame.height == 0:
         return ParsedLog(Batch.empty())
+    fields, core = _step_fields(frame.filter(frame["is_step"])["line"])
+    return _assemble(frame, fields, core, lambda kept: _times(kept["line"]), "line", state, rank)
+
+
+def _assemble(
+    frame: Any,
+    fields: dict[str, tuple[np.ndarray, np.ndarray]],
+    core: tuple[Any, Any, Any, Any],
+    times: Any,
+    progress_column: str,
+    state: LogState,
+    rank: int,
+) -> ParsedLog:
+    """The batch of a chunk's step and progress rows (``frame``: ``row``, ``is_step``, the progress
+    text in ``progress_column``), given the step rows' fields and epoch/step columns; ``times(kept)``
+    gives the kept rows' Unix times."""
+    import polars as pl
+
     is_step_row = frame["is_step"]
-    steps_frame = frame.filter(is_step_row)
-    fields, core = _step_fields(steps_frame["line"])
     epoch, epochs, step_in, per_epoch = core
     unparsed = step_in.is_null() | epoch.is_null() | (per_epoch.fill_null(0) <= 0)
-    bad_rows = steps_frame["row"].filter(unparsed).to_list()
+    bad_rows = frame["row"].filter(is_step_row).filter(unparsed).to_list()
     state.unparsed += len(bad_rows)
     good = ~unparsed
-    global_step = (
-        ((epoch - 1) * per_epoch + step_in).set(unparsed, None) if len(bad_rows) else (epoch - 1) * per_epoch + step_in
-    )
+    global_step = (epoch - 1) * per_epoch + step_in
+    if bad_rows:
+        global_step = global_step.set(unparsed, None)
     # every row of the frame: a step row's own step, a progress row's the step line's before it
-    own = pl.Series("s", [None] * frame.height, dtype=pl.Int64).scatter(is_step_row.arg_true(), global_step)
+    own = pl.Series("s", [None], dtype=pl.Int64).extend_constant(None, frame.height - 1)
+    own = own.scatter(is_step_row.arg_true(), global_step)
     owner = own.forward_fill()
     if state.last_step is not None:
         owner = owner.fill_null(state.last_step)
@@ -149,13 +181,13 @@ def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
         step=owner.filter(keep).to_numpy().astype(np.int64),
         seg=np.full(n, MISSING_INT, np.int64),
         rank=np.full(n, rank, np.int64),
-        t=_times(kept["line"]),
+        t=times(kept),
     )
     step_positions = np.flatnonzero(stepped)
     good_np = good.to_numpy()
     for name, (values, logged) in fields.items():
         _put(batch, name, _spread(values[good_np], n, step_positions), _spread(logged[good_np], n, step_positions))
-    progress = kept["line"].filter(~kept["is_step"])
+    progress = kept[progress_column].filter(~kept["is_step"])
     throughput = _throughputs(progress)
     progress_positions = np.flatnonzero(~stepped)
     _put(
@@ -167,12 +199,13 @@ def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
     return ParsedLog(batch, bad_rows)
 
 
-def _lines(data: bytes) -> Any:
-    """The lines of ``data`` as a polars string column, read by polars itself (no Python string per
-    line): invalid UTF-8 replaced, a line cut at an ASCII unit separator (no log line has one)."""
+def read_lines(data: Any) -> Any:
+    """The lines of ``data`` as a polars string column, read by polars' CSV reader (no Python string
+    per line): invalid UTF-8 replaced, a line cut at an ASCII unit separator (no log line has one);
+    None when there is no line."""
     import polars as pl
 
-    if not data or (len(data) < 4096 and not data.strip()):  # (no copy of a large chunk to check it)
+    if not len(data) or (len(data) < 4096 and not bytes(data).strip()):  # (no copy of a large chunk)
         return None
     frame = pl.read_csv(
         data,
@@ -191,26 +224,39 @@ def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], t
     import polars as pl
 
     usual = _usual_form(line)
-    fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if usual is not None:  # the usual case: every line split at its commas, each part in its place
-        core = tuple(usual[k].cast(pl.Int64, strict=False) for k in ("epoch", "epochs", "step", "per"))
-        for name in USUAL_FIELDS:
-            fields[name] = _numbers(usual[name])
-        fields["step_time"] = (fields["step_time"][0] * 1e-3, fields["step_time"][1])
-        flag = usual["overflow"]
-    else:
-        groups = line.str.extract_groups(_CORE)
-        core = tuple(groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5))
-        for name, (pattern, scale) in FIELDS.items():
-            values, logged = _numbers(line.str.extract(pattern, 1))
-            fields[name] = (values * scale, logged)
-        if not fields["step_time"][1].any():
-            values, logged = _numbers(line.str.extract(_OLD_TIME, 1))
-            fields["step_time"] = (values * 1e-3, logged)
-        flag = line.str.extract(_OVERFLOW, 1)
+        return _usual_fields(usual)
+    fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    groups = line.str.extract_groups(_CORE)
+    core = tuple(groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5))
+    for name, (pattern, scale) in FIELDS.items():
+        values, logged = _numbers(line.str.extract(pattern, 1))
+        fields[name] = (values * scale, logged)
+    if not fields["step_time"][1].any():
+        values, logged = _numbers(line.str.extract(_OLD_TIME, 1))
+        fields["step_time"] = (values * 1e-3, logged)
+    flag = line.str.extract(_OVERFLOW, 1)
+    return _with_epoch_and_overflow(fields, core, flag)  # type: ignore[arg-type]
+
+
+def _usual_fields(usual: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[Any, Any, Any, Any]]:
+    """:func:`_step_fields` of a frame of the usual form's texts (:func:`_usual_form`, :func:`_usual_columns`)."""
+    import polars as pl
+
+    core = tuple(usual[k].cast(pl.Int64, strict=False) for k in ("epoch", "epochs", "step", "per"))
+    fields = {name: _numbers(usual[name]) for name in USUAL_FIELDS}
+    fields["step_time"] = (fields["step_time"][0] * 1e-3, fields["step_time"][1])
+    return _with_epoch_and_overflow(fields, core, usual["overflow"])  # type: ignore[arg-type]
+
+
+def _with_epoch_and_overflow(
+    fields: dict[str, tuple[np.ndarray, np.ndarray]], core: tuple[Any, Any, Any, Any], flag: Any
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[Any, Any, Any, Any]]:
+    import polars as pl
+
     fields["epoch"] = (core[0].cast(pl.Float64).fill_null(float("nan")).to_numpy(), core[0].is_not_null().to_numpy())
     fields["overflow"] = (np.where(flag.to_numpy() == "True", 1.0, 0.0), flag.is_not_null().to_numpy())
-    return fields, core  # type: ignore[return-value]
+    return fields, core
 
 
 def _usual_form(line: Any) -> Any:
@@ -288,14 +334,12 @@ def _remember(state: LogState, epochs: Any, per_epoch: Any, steps: Any) -> None:
 
 
 def _numbers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Extracted texts as float64 values and "was logged" flags: a number, or ``nan`` itself (a logged
-    NaN); absent, ``unavailable`` or ``None`` is not logged."""
+    """Extracted texts as float64 values and "was logged" flags: a number, ``nan`` and ``inf`` included
+    (polars reads them); absent, ``unavailable`` or ``None`` is not logged."""
     import polars as pl
 
-    lower = texts.str.to_lowercase()
-    numbers = lower.cast(pl.Float64, strict=False)
-    logged = numbers.is_not_null() | lower.is_in(["nan", "-nan"]).fill_null(False)
-    return numbers.fill_null(float("nan")).to_numpy(), logged.to_numpy()
+    numbers = texts.cast(pl.Float64, strict=False)
+    return numbers.fill_null(float("nan")).to_numpy(), numbers.is_not_null().to_numpy()
 
 
 def _put(batch: Batch, name: str, values: np.ndarray, logged: np.ndarray) -> None:

@@ -31,6 +31,7 @@ from monitor_cb.ingest.tail import Chunk, FileTail
 from monitor_cb.rootfile import UnsafeFileError, read_capped
 
 MINDFORMERS_LOG = SOURCE_FORMAT  # the RunDir kind
+WHOLE_MIN_BYTES = 8 << 20  # a first read this large: polars reads the mapped file, no copy into Python
 ROTATED_CAP = 1 << 30  # a rotated file larger than this (MindFormers rotates at 50 MB) is skipped
 _HEAD = 512  # bytes that identify a log file after it is renamed
 
@@ -58,6 +59,8 @@ class MindFormersLogSource(TableSource):
                 for path in rotated_logs(self.rank_dir):
                     data = self._read_file(path)
                     taken += self._take(data[: data.rfind(b"\n") + 1], 0)
+            if self.tail.offset == 0:
+                taken += self.tail.read_whole(self._parse_whole, WHOLE_MIN_BYTES) or 0
             for item in self.tail.poll():
                 if not isinstance(item, Chunk):
                     self._count_bad([BadLine(item.offset, f"line longer than {self.tail.line_cap} bytes")])
@@ -70,6 +73,13 @@ class MindFormersLogSource(TableSource):
                 self._read_to = item.offset + len(item.data)
             self.last_poll = time.time()
             return taken
+
+    def _parse_whole(self, path: str, mapped: Any, size: int) -> int | None:
+        """A large ``info.log`` read at once from its memory map (a job attached to after hours)."""
+        parsed = parse_log(mapped[:size], self.state, self.table.rank)  # one copy of the bytes
+        self._count_unparsed(parsed.unparsed_offsets, 0)
+        self._head, self._read_to = bytes(mapped[:_HEAD]), size
+        return self.table.append(parsed.batch) if len(parsed.batch) else 0
 
     def _rotated_rest(self) -> int:
         """The lines ``info.log`` got after the last poll and before it became ``info.log.1``."""
@@ -96,10 +106,13 @@ class MindFormersLogSource(TableSource):
         if not data:
             return 0
         parsed = parse_log(data, self.state, self.table.rank)
-        if parsed.unparsed_offsets:
-            reason = "an MFLossMonitor line without its epoch and step"
-            self._count_bad([BadLine(offset, reason) for _ in parsed.unparsed_offsets])
+        self._count_unparsed(parsed.unparsed_offsets, offset)
         return self.table.append(parsed.batch) if len(parsed.batch) else 0
+
+    def _count_unparsed(self, rows: list[int], offset: int) -> None:
+        if rows:
+            reason = "an MFLossMonitor line without its epoch and step"
+            self._count_bad([BadLine(offset, reason) for _ in rows])
 
 
 class MindFormersLogGroup:

@@ -195,3 +195,24 @@ def test_timestamps_of_both_prefixes_are_local_time() -> None:
 def test_a_usual_line_with_a_field_of_a_later_version_goes_field_by_field() -> None:
     got = rows(line(V19 + ", mfu: 0.41") + "\n" + line(V19.replace("step:[    2/", "step:[    3/")))
     assert got[2]["tflops_per_npu"] == pytest.approx(0.12) and got[3]["loss"] == pytest.approx(4.148911)
+
+
+def test_usual_lines_take_the_split_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import monitor_cb.importers.mindformers_log as module
+
+    monkeypatch.setattr(module, "FIELDS", None)  # the field-by-field path would fail on it
+    text = "\n".join(line(V19.replace("step:[    2/", f"step:[{s:5d}/"), ms=s) + "\n" + line(PROGRESS) for s in (1, 2))
+    assert rows(text) == {
+        s: {
+            "epoch": 1.0,
+            "loss": pytest.approx(4.148911),
+            "step_time": pytest.approx(0.025),
+            "lr": pytest.approx(0.0005),
+            "overflow": 0.0,
+            "loss_scale": 65536.0,
+            "grad_norm": pytest.approx(1.3723053),
+            "tflops_per_npu": pytest.approx(0.12),
+            "throughput": pytest.approx(79.17815),
+        }
+        for s in (1, 2)
+    }
