@@ -31,7 +31,7 @@ from monitor_cb.ingest.tail import Chunk, FileTail
 from monitor_cb.rootfile import UnsafeFileError, read_capped
 
 MINDFORMERS_LOG = SOURCE_FORMAT  # the RunDir kind
-WHOLE_MIN_BYTES = 8 << 20  # a first read this large: polars reads the mapped file, no copy into Python
+WHOLE_MIN_BYTES = 8 << 20  # a first read this large is parsed at once from the memory map
 ROTATED_CAP = 1 << 30  # a rotated file larger than this (MindFormers rotates at 50 MB) is skipped
 _HEAD = 512  # bytes that identify a log file after it is renamed
 
