@@ -22,8 +22,11 @@ from mindspore.train import Callback
 from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
 from monitor_cb.guard import NanGuard
 from monitor_cb.lr import find_optimizer, global_step, lr_reader
+from monitor_cb.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
+from monitor_cb.run_config import merge_config, mindformers_summary
 from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
 from monitor_cb.timing import IntervalClock
+from monitor_cb.train_config import train_config
 from monitor_cb.writer import MetricsWriter, MonitorWarning
 
 
@@ -64,9 +67,15 @@ class LiveMonitor(Callback):
         log_file: alternatively the metrics file itself (``logs/exp001/metrics.jsonl``).
         log_interval: log every this many steps.
         batch_size: samples per step per rank; default from the first input's shape.
-        seq_length: tokens per sample, for ``tokens_per_s``.
+        seq_length: tokens per sample, for ``tokens_per_s``; default the model config's ``seq_length``
+            (MindFormers models), else the width of 2-D integer inputs (less one for a ``...ForCausalLM``,
+            which is fed ``seq_length + 1`` tokens).
         rank_zero_only: only rank 0 writes (the guard still runs on every rank).
-        config: hyperparameters or a MindFormers config, stored in the run metadata.
+        config: hyperparameters or a MindFormers config, stored in the run metadata. Captured without
+            it: ``Model.train``'s optimizer (class, betas, eps, weight decay...), lr schedule (name and
+            arguments), batch size, epochs and dataset size, and under a MindFormers Trainer the sections
+            of its YAML config (model, lr schedule, optimizer, runner, parallel, seed; paths and secrets
+            masked, see :mod:`monitor_cb.run_config`); the keys given here win.
         run_name: display name; default the run directory's name.
         on_nan: ``"warn"`` (record and warn) or ``"stop"`` (also stop training).
         nan_patience: stop after this many consecutive non-finite losses.
@@ -183,9 +192,11 @@ class LiveMonitor(Callback):
         self._cur_base = int(cb.get("cur_step_num") or 0)
         self._step_base = global_step(self._optimizer) or 0
         self._clock = IntervalClock(self.log_interval, self._step_base, time.perf_counter())
-        self._batch, self._seq = self.batch_size, self.seq_length
+        self._causal_lm = is_causal_lm(network)
+        self._batch, self._seq = self.batch_size, self.seq_length or model_seq_length(network)
         self._epoch = None
         self._memory = [device_memory_reader(), host_memory_reader()] if self.log_memory else []
+        self._config = self._run_config(cb)
         rank, world_size, device_id = rank_info()
         if self.rank_zero_only and rank != 0:
             return
@@ -194,7 +205,7 @@ class LiveMonitor(Callback):
             log_file=self.log_file,
             rank=rank,
             world_size=world_size,
-            config=self.config,
+            config=self._config,
             run_name=self.run_name,
             extra_meta=self._run_meta(cb, network, device_id),
             upload=self.upload,
@@ -206,6 +217,22 @@ class LiveMonitor(Callback):
             self._notifier = TrainingNotifier(
                 self.notify_config, run=run_id_for(self.writer.path.parent), run_name=self.run_name
             )
+
+    def _run_config(self, cb: Any) -> dict[str, Any]:
+        """What the run was trained with: ``Model.train``'s optimizer, lr schedule, batch size and epochs,
+        then the MindFormers Trainer's YAML sections, then the user's ``config=``, each winning over the last."""
+        try:
+            captured = train_config(cb, self._optimizer)
+            if "mindformers" in sys.modules:  # only a MindFormers process can have a Trainer config
+                from monitor_cb.mindformers import trainer_config
+
+                yaml_config = trainer_config()
+                if yaml_config is not None:
+                    captured.update(mindformers_summary(yaml_config, find_model(cb.get("train_network"))))
+            return merge_config(captured, self.config)
+        except Exception as exc:  # noqa: BLE001 - a config we cannot read must not stop the run
+            self._warn("config", f"LiveMonitor: could not capture the run's config ({exc!r}); only config= is stored")
+            return dict(self.config)
 
     def _start_telemetry(self) -> None:
         if not self.telemetry_interval or self.writer is None:
@@ -306,9 +333,12 @@ class LiveMonitor(Callback):
             dataset = cb.get("train_dataset")
             self._batch = int(dataset.get_batch_size()) if dataset is not None else 0
         if self._seq is None and len(shape) == 2 and "int" in str(getattr(first, "dtype", "")).lower():
-            self._seq = int(shape[1])  # 2-D integer inputs are token ids
+            self._seq = tokens_per_sample(int(shape[1]), None, self._causal_lm)  # 2-D integer inputs are token ids
         if self.writer is not None:
             self.writer.update_meta(batch_size=self._batch or None, seq_length=self._seq)
+            if self._batch and "batch_size" not in self._config:  # an unbatched dataset of ready batches
+                self._config = {**self._config, "batch_size": self._batch}
+                self.writer.update_meta(config=self._config)
 
     def _eval_end(self, cb: Any) -> None:
         metrics = eval_metrics(cb.get("eval_results"))

@@ -34,16 +34,45 @@ Importing ``monitor_cb`` alone never imports MindFormers (it takes seconds).
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
+from mindformers.trainer.base_trainer import BaseTrainer
 
 from monitor_cb.callback import LiveMonitor
 
-__all__ = ["LiveMonitor", "register"]
+__all__ = ["LiveMonitor", "register", "trainer_config"]
+
+_MAX_FRAMES = 40
 
 
 def register() -> type[LiveMonitor]:
     """Register ``LiveMonitor`` as a MindFormers callback (idempotent); returns the class."""
     return MindFormerRegister.register_cls(LiveMonitor, module_type=MindFormerModuleType.CALLBACK)
+
+
+def trainer_config() -> Any:
+    """The config the running MindFormers Trainer trains from, or None outside a Trainer.
+
+    A callback built from the YAML gets only its own keys, and ``Model.train`` does not pass the
+    Trainer on. The Trainer's ``training_process(config, ...)`` is on the call stack while
+    ``Model.train`` runs the callbacks' ``on_train_begin``; its ``config`` there is the merged one
+    (YAML, ``TrainingArguments`` and defaults, with the lr schedule's steps filled in). Read only.
+    ``Model.train`` called directly has no Trainer config (``build_context``'s config may describe
+    another model), so None.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self")
+        if frame.f_code.co_name == "training_process" and isinstance(owner, BaseTrainer):
+            config = frame.f_locals.get("config")
+            if isinstance(config, dict):
+                return config
+        frame = frame.f_back
+    return None
 
 
 register()

@@ -1,5 +1,6 @@
 """Find runs under a log root: directories holding ``*.jsonl`` metrics files, or TensorBoard
-event files (directly or in ``rank_<id>`` subdirectories, as MindFormers writes them).
+event files (directly or in ``rank_<id>`` subdirectories, as MindFormers writes them), or
+MindFormers' own log (``info.log`` directly or in ``rank_<id>`` subdirectories).
 
 Hidden entries are skipped, and so is anything that resolves outside the root
 (a symlink pointing elsewhere, a name with ``..``): the reader never leaves it.
@@ -13,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from monitor_cb.importers.mindformers_log import SOURCE_FORMAT as MINDFORMERS_LOG
+from monitor_cb.importers.mindformers_log import is_mindformers_log_dir
 from monitor_cb.importers.tensorboard import is_tensorboard_run
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import METRICS_SUFFIX
@@ -27,7 +30,7 @@ class RunDir:
     id: str  # path relative to the root, POSIX; "." when the root itself is the run
     path: Path
     files: tuple[Path, ...]  # its metrics files, sorted (none for a TensorBoard run)
-    kind: str = "jsonl"  # or "tensorboard"
+    kind: str = "jsonl"  # or "tensorboard", or "mindformers_log"
 
 
 def discover_runs(
@@ -56,6 +59,9 @@ def discover_runs(
         elif is_tensorboard_run(directory):
             runs[run_id] = RunDir(run_id, directory, (), kind="tensorboard")
             continue  # its subdirectories are ranks and add_scalars series, not runs
+        elif is_mindformers_log_dir(directory):  # output/log with rank_N/info.log, or one rank_N
+            runs[run_id] = RunDir(run_id, directory, (), kind=MINDFORMERS_LOG)
+            continue
         if len(parts) < max_depth:
             stack.extend((sub, (*parts, sub.name)) for sub in subdirs)
     return runs

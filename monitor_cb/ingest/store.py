@@ -22,6 +22,7 @@ import numpy as np
 from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
 from monitor_cb.ingest.dropnote import WriterDrops, writer_drops
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
+from monitor_cb.ingest.mindformers_source import MINDFORMERS_LOG, MindFormersLogGroup
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.source import MetricsSource, TableSource
@@ -85,6 +86,7 @@ class _Run:
         self.merged: dict[tuple[Any, ...], Snapshot] = {}  # data version -> merged ranks
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
         self.tensorboard: TensorBoardGroup | None = None
+        self.mflog: MindFormersLogGroup | None = None  # a MindFormers log directory (kind "mindformers_log")
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
         self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
         self.read_at = -math.inf  # time.monotonic() of the last read of its files (RunStore.read)
@@ -160,6 +162,10 @@ class RunStore:
                     run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path, self.cache)
                     run.tensorboard.poll()  # ranks appear as their event files are read
                     run.sources = {s.path: s for s in run.tensorboard.sources.values()}
+                elif run_dir.kind == MINDFORMERS_LOG:
+                    run.mflog = run.mflog or MindFormersLogGroup(run_dir.path, self.root, self.line_cap)
+                    run.mflog.poll()  # ranks appear as their rank_N/info.log do
+                    run.sources = {s.path: s for s in run.mflog.sources.values()}
                 else:
                     run.sources = {path: run.sources.get(path) or self._source(path) for path in run_dir.files}
                 runs[run_id] = run
@@ -277,6 +283,8 @@ class RunStore:
         now = self.clock()
         if run.tensorboard is not None:
             metas = [run.tensorboard.meta for _ in sources]
+        elif run.mflog is not None:
+            metas = [run.mflog.meta for _ in sources]
         else:
             metas = [self._read_meta(source.meta_path) for source in sources]
         grew = [s.grew_at(now) for s in sources]

@@ -1,0 +1,56 @@
+"""Real MindFormers trainings shared by the tests of this folder.
+
+The three trainings start together, each in its own process and working directory, on the first
+test that needs one (most of each is import and graph compilation, which overlap well on 2 cores);
+each fixture then waits for its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.mindformers.harness import TrainedRun, Training, start
+
+VARIANTS = {
+    "yaml": (),  # run_mindformer.py's path: 20 steps, LiveMonitor and MFLossMonitor every step
+    "overflow": ("--loss-scale", "1e38"),  # the first steps overflow and the scale halves
+    "args": ("--args-api",),  # Trainer(args=TrainingArguments(...), model=..., callbacks=[LiveMonitor(...)])
+}
+
+
+@pytest.fixture(scope="session")
+def trainings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Training]:
+    pytest.importorskip("mindformers", reason="MindFormers is not installed")
+    started = {name: start(tmp_path_factory.mktemp(f"mf_{name}"), *flags) for name, flags in VARIANTS.items()}
+    yield started
+    for training in started.values():
+        if training.process.poll() is None:
+            training.process.kill()
+            training.process.wait()
+
+
+@pytest.fixture(scope="session")
+def yaml_run(trainings: dict[str, Training]) -> TrainedRun:
+    """The YAML path (``run_mindformer.py``'s): 20 steps, LiveMonitor and MFLossMonitor every step."""
+    return trainings["yaml"].wait()
+
+
+@pytest.fixture(scope="session")
+def overflow_run(trainings: dict[str, Training]) -> TrainedRun:
+    """The same with ``loss_scale_value: 1e38``: the first steps overflow and the scale halves."""
+    return trainings["overflow"].wait()
+
+
+@pytest.fixture(scope="session")
+def args_run(trainings: dict[str, Training]) -> TrainedRun:
+    """``Trainer(args=TrainingArguments(...), model=..., train_dataset=..., callbacks=[LiveMonitor(...)])``."""
+    return trainings["args"].wait()
+
+
+@pytest.fixture
+def run_root(yaml_run: TrainedRun, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The YAML run's parent as the dashboard's log root."""
+    monkeypatch.setenv("MONITOR_LOGDIR", str(yaml_run.run_dir.parent))
+    return yaml_run.run_dir.parent
