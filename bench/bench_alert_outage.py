@@ -104,7 +104,7 @@ class Result:
 
 def finish_run(root: Path, name: str) -> float:
     """A short run that finishes now; the time it finished."""
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     writer = MetricsWriter(root / name, fsync_interval=0)
     for step in range(1, 11):

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mindspore as ms
 from mindspore.train import Callback
 
-from monitor_cb.callback import LiveMonitor
 from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
+from monitor_cb.train.callback import LiveMonitor
 
 ARMS: tuple[str, ...] = ("baseline", "interval_1", "interval_10")
 

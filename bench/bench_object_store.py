@@ -38,7 +38,7 @@ from monitor_cb.ingest.remote import RemoteReadOptions, RemoteRoot  # noqa: E402
 from monitor_cb.storage.chunks import chunk_name  # noqa: E402
 from monitor_cb.storage.objects import ObjectStore  # noqa: E402
 from monitor_cb.storage.shipper import UploadOptions  # noqa: E402
-from monitor_cb.writer import MetricsWriter  # noqa: E402
+from monitor_cb.train.writer import MetricsWriter  # noqa: E402
 from tests.objectstore import TcpProxy, make_bucket, s3_environment  # noqa: E402
 
 

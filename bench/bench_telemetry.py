@@ -2,7 +2,7 @@
 
 One process, one compiled small Transformer (the demo's), one long ``model.train`` call cut into
 windows of ``--window`` seconds that rotate between the arms; a callback starts and stops a
-:class:`~monitor_cb.telemetry.TelemetrySampler` (writing into a real ``MetricsWriter``) at window
+:class:`~monitor_cb.train.telemetry.TelemetrySampler` (writing into a real ``MetricsWriter``) at window
 boundaries. Per arm: median steps/s over its windows, and the median of paired ratios against the
 "off" window of the same round. The 20 Hz arm makes a cost visible that 1 Hz would hide in noise.
 Also printed: the time one sample takes (every source this machine has), which divided by the
@@ -29,8 +29,8 @@ import mindspore as ms
 from mindspore.train import Callback
 
 from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
-from monitor_cb.telemetry import TelemetrySampler, default_sources
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.telemetry import TelemetrySampler, default_sources
+from monitor_cb.train.writer import MetricsWriter
 
 ARMS = {"off": None, "1 Hz": 1.0, "20 Hz": 0.05}
 

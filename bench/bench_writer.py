@@ -21,8 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from monitor_cb import writer as writer_module
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train import writer as writer_module
+from monitor_cb.train.writer import MetricsWriter
 
 FIELDS = {"epoch": 1, "lr": 1e-3, "throughput": 812.5, "step_time": 0.039, "data_time": 0.001, "grad_norm": 1.7}
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from monitor_cb.record import SCHEMA_VERSION
-from monitor_cb.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; these modules import MindSpore.
 _LAZY = {
-    "LiveMonitor": "monitor_cb.callback",
-    "TrainOneStepWithGradNorm": "monitor_cb.cells",
-    "TrainOneStepWithLossScaleAndGradNorm": "monitor_cb.cells",
-    "grad_norm_model": "monitor_cb.grad_norm",
-    "global_grad_norm": "monitor_cb.cells",
-    "lr_metrics": "monitor_cb.lr",  # no MindSpore import itself; lazy to keep `import monitor_cb` minimal
+    "LiveMonitor": "monitor_cb.train.callback",
+    "TrainOneStepWithGradNorm": "monitor_cb.train.cells",
+    "TrainOneStepWithLossScaleAndGradNorm": "monitor_cb.train.cells",
+    "grad_norm_model": "monitor_cb.train.grad_norm",
+    "global_grad_norm": "monitor_cb.train.cells",
+    "lr_metrics": "monitor_cb.train.lr",  # no MindSpore import itself; lazy to keep `import monitor_cb` minimal
 }
 
 __all__ = [
@@ -39,10 +39,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from monitor_cb.callback import LiveMonitor
-    from monitor_cb.cells import TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm, global_grad_norm
-    from monitor_cb.grad_norm import grad_norm_model
-    from monitor_cb.lr import lr_metrics
+    from monitor_cb.train.callback import LiveMonitor
+    from monitor_cb.train.cells import TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm, global_grad_norm
+    from monitor_cb.train.grad_norm import grad_norm_model
+    from monitor_cb.train.lr import lr_metrics
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from monitor_cb.cli import COMMANDS, build_parser, main
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 # commands that read or write runs under a log root
 ROOTED = ("summary", "export", "diagnose", "watch", "demo", "dashboard")

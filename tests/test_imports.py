@@ -2,7 +2,7 @@
 
 * No library module imports a command module (``monitor_cb.commands``): commands sit on top.
 * Only ``monitor_cb.dashboard`` itself imports ``monitor_cb.dashboard`` (the pages' plain logic is the top).
-* No reading-side package (ingest ... dashboard) imports a training-side module (callback, writer, ...).
+* No reading-side package (ingest ... dashboard) imports the training side (``monitor_cb.train``).
 * Only ``dashboard.py`` and ``pages/`` import Streamlit: no module of ``monitor_cb`` does.
 * Only the training layer imports MindSpore (or MindFormers): importing any other module loads neither.
 
@@ -21,37 +21,21 @@ REPO = Path(__file__).resolve().parents[1]
 # The training layer: these may import MindSpore (most only when a function runs).
 TRAINING = frozenset(
     {
-        "monitor_cb.callback",
-        "monitor_cb.cells",
-        "monitor_cb.grad_norm",
-        "monitor_cb.lr",
-        "monitor_cb.system",
-        "monitor_cb.mindformers",
+        "monitor_cb.train.callback",
+        "monitor_cb.train.cells",
+        "monitor_cb.train.grad_norm",
+        "monitor_cb.train.lr",
+        "monitor_cb.train.system",
+        "monitor_cb.train.mindformers",
+        "monitor_cb.mindformers",  # the user-facing name of monitor_cb.train.mindformers
         "monitor_cb.commands.demo",
         "monitor_cb.demo.model",
         "monitor_cb.demo.train",
     }
 )
-# The reading side's packages, and the training side's modules they must not import.
+# The two sides: the reading side's packages never import the training side's package.
 READING = ("ingest", "importers", "analysis", "diagnosis", "charts", "compare", "dashboard")
-TRAINING_SIDE = tuple(
-    f"monitor_cb.{m}"
-    for m in (
-        "callback",
-        "cells",
-        "grad_norm",
-        "lr",
-        "system",
-        "mindformers",
-        "telemetry",
-        "writer",
-        "writer_claim",
-        "writer_queue",
-        "extract",
-        "guard",
-        "timing",
-    )
-)
+TRAINING_SIDE = ("monitor_cb.train", "monitor_cb.mindformers")
 ALL_FOLDERS = tuple(f"monitor_cb/{p.name}/" for p in (REPO / "monitor_cb").iterdir() if p.is_dir()) + tuple(
     f"monitor_cb/{p.name}" for p in (REPO / "monitor_cb").glob("*.py")
 )

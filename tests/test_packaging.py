@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.browser.harness import browser_missing, chart_state, chromium_page, free_port, poll
 
 pytestmark = pytest.mark.slow

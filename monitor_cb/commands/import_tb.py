@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _convert(reader: Any, src: Path, dest: Path, name: str | None) -> dict[int, int] | None:
     """Write every record of ``reader``; per-rank record counts, or None after an error message."""
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     records = list(_coalesce(_chunks(reader)))
     ranks = sorted({record["rank"] for record in records})

@@ -174,7 +174,7 @@ def build_model(total_steps: int, cfg: DemoConfig, faults: FaultPlan, seed: int 
     """``(model, train_dataset, eval_dataset)`` ready for ``model.fit``."""
     from mindspore.train import Model
 
-    from monitor_cb.cells import TrainOneStepWithGradNorm
+    from monitor_cb.train.cells import TrainOneStepWithGradNorm
 
     ms.set_seed(seed)
     backbone = TransformerClassifier(cfg)

@@ -7,7 +7,7 @@ loss, grad-norm bumps, input hiccups), plus noisy throughput and periodic eval. 
 by ``faults``: small callables applied to every record, so a later diagnosis task can add its own
 (a NaN, a spike, a stall) without touching the generator.
 
-Files are written by the real :class:`monitor_cb.writer.MetricsWriter` (``log_at`` for timestamps in
+Files are written by the real :class:`monitor_cb.train.writer.MetricsWriter` (``log_at`` for timestamps in
 the past), so they are byte for byte what a training run leaves.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from monitor_cb.demo.curves import bumps, hiccups, power_law_loss, warmup_cosine
 from monitor_cb.record import meta_path_for, metrics_filename
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 _EVAL_STEPS = 20  # an eval pass costs about this many train steps of wall time
 _GIB = 2**30

@@ -44,8 +44,8 @@ def train(run_dir: Path, epochs: int, per_epoch: int, injections: dict[str, int]
     os.environ.setdefault("GLOG_v", "3")  # MindSpore's C++ warnings would drown the demo's output
     import mindspore as ms
 
-    from monitor_cb.callback import LiveMonitor
     from monitor_cb.demo.model import DemoConfig, FaultPlan, build_model
+    from monitor_cb.train.callback import LiveMonitor
 
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     cfg = DemoConfig(steps_per_epoch=per_epoch)

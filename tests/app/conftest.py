@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = str(REPO / "dashboard.py")

@@ -320,7 +320,7 @@ def _speed_chart(at: AppTest) -> dict[str, Any]:
 
 
 def test_throughput_chart_says_why_the_gradient_norm_is_missing(log_root: Path) -> None:
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     with MetricsWriter(
         log_root / "plain", fsync_interval=0, extra_meta={"train_cell": "TrainOneStepCell", "output_layout": "plain"}

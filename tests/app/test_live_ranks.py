@@ -6,7 +6,7 @@ import math
 import time
 from pathlib import Path
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.app.conftest import DASHBOARD
 from tests.app.helpers import assert_ok, charts, run_entry, texts
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 ENTRY = str(Path(__file__).with_name("ranks_app.py"))
 

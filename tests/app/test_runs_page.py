@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.app.helpers import assert_ok, charts, run_entry
 
 ENTRY = str(Path(__file__).with_name("runs_app.py"))

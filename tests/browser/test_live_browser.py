@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.browser.harness import browser_missing, chart_state, chromium_page, drag_zoom, poll, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.app.conftest import write_run
 from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_server
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from monitor_cb.storage.shipper import UploadOptions
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.browser.harness import browser_missing, chart_state, chromium_page, poll, streamlit_server
 from tests.objectstore import SECRET, S3Env
 

@@ -12,7 +12,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from monitor_cb.record import decode_record
-from monitor_cb.telemetry import TELEMETRY_KEYS
+from monitor_cb.train.telemetry import TELEMETRY_KEYS
 
 ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
 

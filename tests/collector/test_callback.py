@@ -15,7 +15,7 @@ from mindspore import nn
 from mindspore.train import Callback, Model
 
 from monitor_cb import LiveMonitor, TrainOneStepWithGradNorm
-from monitor_cb.writer import MonitorWarning
+from monitor_cb.train.writer import MonitorWarning
 from tests.collector.ms_helpers import (
     BATCH,
     Net,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from monitor_cb.extract import (
+from monitor_cb.train.extract import (
     LAYOUTS,
     eval_metrics,
     layout_for_cell,

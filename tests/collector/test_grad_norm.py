@@ -13,8 +13,8 @@ from mindspore import amp, nn, ops
 from mindspore.train import Model
 
 from monitor_cb import LiveMonitor, TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm, grad_norm_model
-from monitor_cb.grad_norm import grad_norm_train_cell, with_grad_norm
-from monitor_cb.writer import MonitorWarning
+from monitor_cb.train.grad_norm import grad_norm_train_cell, with_grad_norm
+from monitor_cb.train.writer import MonitorWarning
 from tests.collector.ms_helpers import (
     Net,
     PoisonedLoss,

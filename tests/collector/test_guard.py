@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from monitor_cb.guard import NanGuard
+from monitor_cb.train.guard import NanGuard
 
 NAN = math.nan
 

@@ -23,8 +23,8 @@ def modules_after(code: str) -> set[str]:
 
 def test_import_monitor_cb_and_pure_helpers_do_not_import_mindspore() -> None:
     loaded = modules_after(
-        "import monitor_cb, monitor_cb.extract, monitor_cb.guard, monitor_cb.lr, monitor_cb.timing, "
-        "monitor_cb.commands.demo"
+        "import monitor_cb, monitor_cb.train.extract, monitor_cb.train.guard, monitor_cb.train.lr, "
+        "monitor_cb.train.timing, monitor_cb.commands.demo"
     )
     assert "monitor_cb.commands.demo" in loaded
     assert "mindspore" not in loaded
@@ -32,5 +32,5 @@ def test_import_monitor_cb_and_pure_helpers_do_not_import_mindspore() -> None:
 
 def test_live_monitor_does_not_import_mindformers() -> None:
     loaded = modules_after("from monitor_cb import LiveMonitor")
-    assert "mindspore" in loaded and "monitor_cb.callback" in loaded
+    assert "mindspore" in loaded and "monitor_cb.train.callback" in loaded
     assert "mindformers" not in loaded

@@ -17,9 +17,9 @@ from mindspore import nn, ops
 from mindspore.train import Model
 
 import monitor_cb.mindformers  # noqa: F401  (registers LiveMonitor)
-from monitor_cb.callback import LiveMonitor
-from monitor_cb.cells import global_grad_norm
-from monitor_cb.extract import layout_for_cell
+from monitor_cb.train.callback import LiveMonitor
+from monitor_cb.train.cells import global_grad_norm
+from monitor_cb.train.extract import layout_for_cell
 from tests.collector.ms_helpers import Net, Recorder, ce, dataset, read_meta, read_records
 
 pytestmark = pytest.mark.mindspore

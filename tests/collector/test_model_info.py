@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
+from monitor_cb.train.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
 
 
 class LlamaForCausalLM:

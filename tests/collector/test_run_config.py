@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from monitor_cb.compare.configdiff import run_config
-from monitor_cb.run_config import mask_config, merge_config, mindformers_summary, parallel_layout, to_plain
+from monitor_cb.train.run_config import mask_config, merge_config, mindformers_summary, parallel_layout, to_plain
 
 TINY_LLAMA = Path(__file__).resolve().parents[1] / "mindformers" / "tiny_llama.yaml"
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from monitor_cb import LiveMonitor
-from monitor_cb.writer import MonitorWarning
+from monitor_cb.train.writer import MonitorWarning
 from tests.collector.ms_helpers import read_meta, read_records
 
 pytestmark = pytest.mark.mindspore
@@ -46,7 +46,7 @@ class Clock:
 
 def test_sink_steps_throughput_and_step_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    monkeypatch.setattr("monitor_cb.callback.time.perf_counter", clock)
+    monkeypatch.setattr("monitor_cb.train.callback.time.perf_counter", clock)
     params = Params(
         cur_step_num=0,
         cur_epoch_num=1,
@@ -83,7 +83,7 @@ def test_sink_steps_throughput_and_step_time(tmp_path: Path, monkeypatch: pytest
 
 def test_eval_time_is_neither_step_time_nor_data_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    monkeypatch.setattr("monitor_cb.callback.time.perf_counter", clock)
+    monkeypatch.setattr("monitor_cb.train.callback.time.perf_counter", clock)
     elem = [np.zeros((2, 3), np.float32)]
     params = Params(cur_step_num=0, cur_epoch_num=1, train_network=None, optimizer=None, train_dataset_element=elem)
     context = RunContext(params)

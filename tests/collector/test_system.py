@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
+from monitor_cb.train.system import device_memory_reader, host_memory_reader, rank_info
 
 
 def test_host_rss_matches_psutil_and_follows_allocations() -> None:
@@ -24,7 +24,7 @@ def test_host_rss_matches_psutil_and_follows_allocations() -> None:
 
 FORK_CHECK = """
 import os
-from monitor_cb.system import host_memory_reader
+from monitor_cb.train.system import host_memory_reader
 read = host_memory_reader()
 read()  # the parent's /proc/self/statm is now open
 rfd, wfd = os.pipe()

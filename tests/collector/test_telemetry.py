@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb.telemetry import TelemetrySampler, host_source, npu_smi_source, nvml_source, parse_npu_smi_usages
+from monitor_cb.train.telemetry import TelemetrySampler, host_source, npu_smi_source, nvml_source, parse_npu_smi_usages
 
 NPU_SMI_USAGES = """\
         Memory Capacity(MB)            : 15039

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor_cb.timing import IntervalClock
+from monitor_cb.train.timing import IntervalClock
 
 
 def run(clock: IntervalClock, steps: list[int], step_s: float, wait_s: float, now: float = 0.0) -> tuple:

@@ -11,8 +11,8 @@ pytest.importorskip("mindspore")
 from mindspore import nn
 from mindspore.train import Model
 
-from monitor_cb.callback import LiveMonitor
-from monitor_cb.train_config import lr_schedule_config, optimizer_config
+from monitor_cb.train.callback import LiveMonitor
+from monitor_cb.train.train_config import lr_schedule_config, optimizer_config
 from tests.collector.ms_helpers import Net, ce, dataset, read_meta
 
 pytestmark = pytest.mark.mindspore

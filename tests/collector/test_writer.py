@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from monitor_cb.record import decode_record
-from monitor_cb.writer import MetricsWriter, MonitorWarning, resolve_metrics_path
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning, resolve_metrics_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ def test_disk_full_mid_run_drops_records_and_training_goes_on(tmp_path: Path) ->
     code = """
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        from monitor_cb.writer import MetricsWriter
+        from monitor_cb.train.writer import MetricsWriter
         writer = MetricsWriter(sys.argv[1])
         writer.flush()  # metadata written before the limit
         resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
@@ -188,7 +188,7 @@ def test_disk_full_mid_run_drops_records_and_training_goes_on(tmp_path: Path) ->
 def test_sigkill_keeps_every_flushed_record(tmp_path: Path) -> None:
     code = """
         import sys
-        from monitor_cb.writer import MetricsWriter
+        from monitor_cb.train.writer import MetricsWriter
         writer = MetricsWriter(sys.argv[1])
         step = 0
         while True:
@@ -222,7 +222,7 @@ def test_sigkill_keeps_every_flushed_record(tmp_path: Path) -> None:
 def test_eight_processes_in_one_run_directory(tmp_path: Path) -> None:
     code = """
         import sys
-        from monitor_cb.writer import MetricsWriter
+        from monitor_cb.train.writer import MetricsWriter
         rank = int(sys.argv[2])
         with MetricsWriter(sys.argv[1], rank=rank, world_size=8) as writer:
             for step in range(1, 3001):
@@ -245,7 +245,7 @@ def test_hung_disk_never_blocks_log(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """A write that never returns fills the bounded queue; log() drops instead of waiting."""
     import threading
 
-    from monitor_cb import writer as writer_module
+    from monitor_cb.train import writer as writer_module
 
     release = threading.Event()
     real_write = os.write

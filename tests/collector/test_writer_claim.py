@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from monitor_cb import writer_claim
 from monitor_cb.ingest import RunStore
-from monitor_cb.writer import MetricsWriter, MonitorWarning
-from monitor_cb.writer_claim import lock_path_for, writer_file
+from monitor_cb.train import writer_claim
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train.writer_claim import lock_path_for, writer_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

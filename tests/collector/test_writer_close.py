@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from monitor_cb import writer as writer_module
-from monitor_cb.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train import writer as writer_module
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 F_SETPIPE_SZ = 1031  # Linux fcntl: the pipe's buffer size (rounded up to a page)
@@ -265,7 +265,7 @@ def test_ctrl_c_during_a_long_drain_stops_it_and_the_metadata_counts_what_was_le
 
 
 def test_the_memory_budget() -> None:
-    from monitor_cb.writer_queue import MEMORY_CAP, MEMORY_FLOOR, queue_budget
+    from monitor_cb.train.writer_queue import MEMORY_CAP, MEMORY_FLOOR, queue_budget
 
     gib = 1 << 30
     assert queue_budget(64 * gib) == MEMORY_CAP, "capped"

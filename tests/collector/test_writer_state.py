@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 
 def lines(run: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pytest
 
 from monitor_cb.ingest.parse import ChunkParser
 from monitor_cb.ingest.table import RankTable
-from monitor_cb.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 
 def lines(run: Path) -> list[dict[str, Any]]:

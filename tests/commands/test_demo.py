@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from monitor_cb.commands import demo
-from monitor_cb.writer import MonitorWarning
+from monitor_cb.train.writer import MonitorWarning
 from tests.collector.ms_helpers import read_meta, read_records
 
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from monitor_cb.cli import main
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 
 @pytest.fixture

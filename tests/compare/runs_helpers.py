@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 
 def write_sweep_run(

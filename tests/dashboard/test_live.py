@@ -69,7 +69,7 @@ def test_a_dragged_range_is_drawn_as_dragged_not_snapped_to_whole_steps() -> Non
 
 def test_figures_key_changes_with_new_rows_settings_and_zoom(tmp_path: Path) -> None:
     from monitor_cb.ingest import RunStore
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     writer = MetricsWriter(tmp_path / "r")
     for s in range(1, 11):

@@ -172,7 +172,7 @@ def test_bad_arguments():
 
 def test_same_layout_as_metrics_writer(tmp_path):
     """Metadata keys (in order) and line layout match a real MetricsWriter's files."""
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     writer = MetricsWriter(tmp_path / "real", config={"lr": 1e-3}, world_size=1, rank=0, extra_meta={"x": 1})
     writer.log(step=1, loss=float("nan"), lr=1e-3)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from monitor_cb.diagnosis import diagnose
 from monitor_cb.ingest import RunStore
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 
 def write(run: Path, *, nan_at: int | None = None) -> None:

@@ -19,7 +19,7 @@ from monitor_cb.diagnosis.ranks import (
 )
 from monitor_cb.ingest import RunStore
 from monitor_cb.testing.synthetic_ranks import healthy_ranks_run, labelled_ranks_run, score_ranks
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 METRICS = ("loss", "lr", "grad_norm", "throughput", "step_time", "data_time")
 

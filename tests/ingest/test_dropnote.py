@@ -15,7 +15,7 @@ import pytest
 from monitor_cb.cli import main
 from monitor_cb.ingest import RunStore
 from monitor_cb.ingest.dropnote import WriterDrops, drop_note, writer_drops
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 
 @pytest.mark.parametrize(

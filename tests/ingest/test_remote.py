@@ -12,7 +12,7 @@ from monitor_cb.ingest import RunStore
 from monitor_cb.ingest.remote import RemotePath, RemoteReadOptions, RemoteRoot
 from monitor_cb.storage.objects import ObjectStore
 from monitor_cb.storage.shipper import Shipper, UploadOptions
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.objectstore import SECRET, S3Env, TcpProxy
 
 EAGER = RemoteReadOptions(poll_interval_s=0, idle_poll_s=0, final_poll_s=0, active_relist_s=0, idle_relist_s=0)

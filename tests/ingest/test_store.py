@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from monitor_cb.ingest import RunStore
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.ingest.helpers import append, legacy_line, records
 
 

@@ -102,7 +102,7 @@ def test_watcher_ids_name_the_run_kind_step_and_segment(tmp_path: Path) -> None:
     from monitor_cb.notify.alert import alert_id
     from monitor_cb.notify.config import NotifyConfig
     from monitor_cb.notify.watcher import Watcher
-    from monitor_cb.writer import MetricsWriter
+    from monitor_cb.train.writer import MetricsWriter
 
     root = tmp_path / "logs"
     write_run(root, "exp1", range(1, 21), status="finished")

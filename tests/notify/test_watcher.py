@@ -18,7 +18,7 @@ from monitor_cb.notify.masking import Secret
 from monitor_cb.notify.state import WatchState
 from monitor_cb.notify.training import TrainingNotifier, guard_message
 from monitor_cb.notify.watcher import Watcher
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 from .conftest import wait_for
 

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from monitor_cb.storage.shipper import UploadOptions
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 
 
 def main() -> int:

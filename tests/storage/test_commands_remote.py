@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.objectstore import KEY_ID, SECRET, S3Env, list_keys
 from tests.storage.helpers import bucket_matches_local
 

@@ -13,7 +13,7 @@ from monitor_cb.storage.chunks import chunk_name
 from monitor_cb.storage.objects import ObjectStore
 from monitor_cb.storage.shipper import Shipper, UploadOptions, UploadWarning
 from monitor_cb.storage.urls import StorageError
-from monitor_cb.writer import MetricsWriter
+from monitor_cb.train.writer import MetricsWriter
 from tests.objectstore import SECRET, S3Env, TcpProxy, list_keys, wait_for
 from tests.storage.helpers import assembled, bucket_matches_local, chunk_spans
 

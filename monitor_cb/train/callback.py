@@ -1,8 +1,9 @@
 """``LiveMonitor``: a MindSpore callback that streams training metrics to JSONL.
 
 The callback is a thin adapter: each hook calls one helper; parsing lives in
-:mod:`monitor_cb.extract` and :mod:`monitor_cb.lr`, interval timing in :mod:`monitor_cb.timing`, the NaN policy in
-:mod:`monitor_cb.guard`, and all I/O in :class:`monitor_cb.writer.MetricsWriter`.
+:mod:`~monitor_cb.train.extract` and :mod:`~monitor_cb.train.lr`, interval timing in
+:mod:`~monitor_cb.train.timing`, the NaN policy in :mod:`~monitor_cb.train.guard`, and all I/O in
+:class:`~monitor_cb.train.writer.MetricsWriter`.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from typing import Any
 import mindspore as ms
 from mindspore.train import Callback
 
-from monitor_cb.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
-from monitor_cb.guard import NanGuard
-from monitor_cb.lr import find_optimizer, global_step, lr_reader
-from monitor_cb.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
-from monitor_cb.run_config import merge_config, mindformers_summary
-from monitor_cb.system import device_memory_reader, host_memory_reader, rank_info
-from monitor_cb.timing import IntervalClock
-from monitor_cb.train_config import train_config
-from monitor_cb.writer import MetricsWriter, MonitorWarning
+from monitor_cb.train.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
+from monitor_cb.train.guard import NanGuard
+from monitor_cb.train.lr import find_optimizer, global_step, lr_reader
+from monitor_cb.train.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
+from monitor_cb.train.run_config import merge_config, mindformers_summary
+from monitor_cb.train.system import device_memory_reader, host_memory_reader, rank_info
+from monitor_cb.train.timing import IntervalClock
+from monitor_cb.train.train_config import train_config
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 
 class LiveMonitor(Callback):
@@ -75,7 +76,7 @@ class LiveMonitor(Callback):
             it: ``Model.train``'s optimizer (class, betas, eps, weight decay...), lr schedule (name and
             arguments), batch size, epochs and dataset size, and under a MindFormers Trainer the sections
             of its YAML config (model, lr schedule, optimizer, runner, parallel, seed; paths and secrets
-            masked, see :mod:`monitor_cb.run_config`); the keys given here win.
+            masked, see :mod:`monitor_cb.train.run_config`); the keys given here win.
         run_name: display name; default the run directory's name.
         on_nan: ``"warn"`` (record and warn) or ``"stop"`` (also stop training).
         nan_patience: stop after this many consecutive non-finite losses.
@@ -87,7 +88,7 @@ class LiveMonitor(Callback):
         loss_names: names for a tuple of component losses returned by the network.
         log_memory: log device and host memory.
         telemetry_interval: seconds between hardware samples taken off the training thread
-            (host CPU/memory, device memory, NVML GPUs, ``npu-smi``; see :mod:`monitor_cb.telemetry`),
+            (host CPU/memory, device memory, NVML GPUs, ``npu-smi``; see :mod:`monitor_cb.train.telemetry`),
             attached to the last logged step; None or 0 turns the sampler off.
         notify: channel settings (a ``notify.toml`` path or a ``NotifyConfig``, see
             ``docs/NOTIFICATIONS.md``): rank 0 sends the guard's stop decision from a background
@@ -224,7 +225,7 @@ class LiveMonitor(Callback):
         try:
             captured = train_config(cb, self._optimizer)
             if "mindformers" in sys.modules:  # only a MindFormers process can have a Trainer config
-                from monitor_cb.mindformers import trainer_config
+                from monitor_cb.train.mindformers import trainer_config
 
                 yaml_config = trainer_config()
                 if yaml_config is not None:
@@ -237,7 +238,7 @@ class LiveMonitor(Callback):
     def _start_telemetry(self) -> None:
         if not self.telemetry_interval or self.writer is None:
             return
-        from monitor_cb.telemetry import TelemetrySampler
+        from monitor_cb.train.telemetry import TelemetrySampler
 
         writer = self.writer
 
@@ -433,4 +434,4 @@ def _installed_version(distribution: str) -> str | None:
 
 if "mindformers" in sys.modules:  # MindFormers is loaded anyway: let YAML `type: LiveMonitor` find this class too
     with contextlib.suppress(Exception):
-        import monitor_cb.mindformers  # noqa: F401
+        import monitor_cb.train.mindformers  # noqa: F401

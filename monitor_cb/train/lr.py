@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from monitor_cb.extract import Metrics, to_float
+from monitor_cb.train.extract import Metrics, to_float
 
 
 def find_optimizer(cb_params: Any) -> Any:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from monitor_cb.extract import to_float
-from monitor_cb.lr import PerStep, _is_schedule, _per_step_array, _unique_holders
+from monitor_cb.train.extract import to_float
+from monitor_cb.train.lr import PerStep, _is_schedule, _per_step_array, _unique_holders
 
 # Optimizer hyperparameters worth a column, as MindSpore (and MindFormers) optimizers name them.
 OPTIMIZER_ATTRS = (

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from monitor_cb.extract import Metrics
+from monitor_cb.train.extract import Metrics
 
 
 def device_memory_reader() -> Callable[[], Metrics]:
@@ -91,7 +91,7 @@ def rank_info() -> tuple[int, int, int | None]:
     MindSpore's ``get_rank``/``get_group_size`` fall back to ``RANK_ID``/``RANK_SIZE``
     before ``init()``; any error falls back to the launcher environment.
     """
-    from monitor_cb.writer import detect_rank
+    from monitor_cb.train.writer import detect_rank
 
     rank, size = detect_rank()
     device_id = None

@@ -9,10 +9,10 @@ scale manager), then puts the grad-norm variant of that cell in its place:
     >>> model.train(epochs, dataset, callbacks=[LiveMonitor("logs/exp001")])  # logs grad_norm
 
 * where ``Model`` builds ``nn.TrainOneStepCell`` (no loss scale manager, or
-  ``FixedLossScaleManager(drop_overflow_update=False)``): :class:`~monitor_cb.cells.TrainOneStepWithGradNorm`,
+  ``FixedLossScaleManager(drop_overflow_update=False)``): :class:`~monitor_cb.train.cells.TrainOneStepWithGradNorm`,
   outputs ``(loss, grad_norm)``;
 * where it builds ``nn.TrainOneStepWithLossScaleCell`` (a manager with an update cell; refused on
-  the CPU by MindSpore): :class:`~monitor_cb.cells.TrainOneStepWithLossScaleAndGradNorm`, outputs
+  the CPU by MindSpore): :class:`~monitor_cb.train.cells.TrainOneStepWithLossScaleAndGradNorm`, outputs
   ``(loss, overflow, loss_scale, grad_norm)``.
 
 The norm is that of the unscaled gradients after the data-parallel reduction, before any clipping.
@@ -30,7 +30,7 @@ import mindspore as ms
 from mindspore import amp, nn
 from mindspore.train import Model
 
-from monitor_cb.cells import TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm
+from monitor_cb.train.cells import TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm
 
 _AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "cast_model_type")
 _FP32_EVAL_LEVELS = ("O2", "O3", "auto")  # as Model builds its eval network

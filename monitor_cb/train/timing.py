@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from monitor_cb.extract import Metrics
+from monitor_cb.train.extract import Metrics
 
 
 class IntervalClock:

@@ -92,7 +92,7 @@ def parse_plain(outputs: Any, names: Sequence[str] | None = None) -> Metrics:
 
 
 def parse_grad_norm(outputs: Any, names: Sequence[str] | None = None) -> Metrics:
-    """:class:`monitor_cb.cells.TrainOneStepWithGradNorm`: ``(loss, grad_norm)``."""
+    """:class:`monitor_cb.train.cells.TrainOneStepWithGradNorm`: ``(loss, grad_norm)``."""
     loss, grad_norm = outputs[0], outputs[1]
     out = loss_metrics(loss, names)
     out["grad_norm"] = to_float(grad_norm)
@@ -109,7 +109,8 @@ def parse_loss_scale(outputs: Any, names: Sequence[str] | None = None) -> Metric
 
 
 def parse_loss_scale_grad_norm(outputs: Any, names: Sequence[str] | None = None) -> Metrics:
-    """:class:`monitor_cb.cells.TrainOneStepWithLossScaleAndGradNorm`: ``(loss, overflow, loss_scale, grad_norm)``."""
+    """``(loss, overflow, loss_scale, grad_norm)``, as
+    :class:`~monitor_cb.train.cells.TrainOneStepWithLossScaleAndGradNorm` returns it."""
     out = parse_loss_scale(outputs, names)
     out["grad_norm"] = to_float(outputs[3])
     return out

@@ -1,4 +1,4 @@
-"""Which file and which segment a new :class:`~monitor_cb.writer.MetricsWriter` takes.
+"""Which file and which segment a new :class:`~monitor_cb.train.writer.MetricsWriter` takes.
 
 One live writer per metrics file. A hidden lock file beside it (``.metrics.jsonl.lock``) holds the
 writer's host, pid, start time and segment, and an advisory ``fcntl.flock`` while the writer lives;

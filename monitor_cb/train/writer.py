@@ -40,8 +40,8 @@ from monitor_cb.record import (
     encode_value,
     metrics_filename,
 )
-from monitor_cb.writer_claim import claim_file, holder_text, read_json, read_regular
-from monitor_cb.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
+from monitor_cb.train.writer_claim import claim_file, holder_text, read_json, read_regular
+from monitor_cb.train.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
 
 try:  # orjson is ~15x faster than json.dumps; values are pre-encoded so NaN never becomes null
     import orjson
@@ -139,7 +139,7 @@ class MetricsWriter:
 
     One writer per file: while another live writer (this process or another) writes this rank's
     file, this one writes ``metrics.writer2.jsonl`` (``metrics.writer2.rank3.jsonl``, ...) with its
-    own metadata and the next segment, and warns once (:mod:`monitor_cb.writer_claim`).
+    own metadata and the next segment, and warns once (:mod:`monitor_cb.train.writer_claim`).
 
     Closing finishes what was accepted: :meth:`close` waits while the writer thread makes progress
     and gives up only after ``timeout`` seconds without any (a hung disk); the metadata then counts
