@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except (UsageError, OSError) as exc:
-        from monitor_cb.storage.urls import redact
+        from monitor_cb.storage.urls import redact_credentials
 
-        print(f"error: {redact(exc)}", file=sys.stderr)
+        print(f"error: {redact_credentials(exc)}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -74,7 +74,7 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
         UsageError: neither a run id under the log root nor a run directory or URL holding metrics.
     """
     from monitor_cb.ingest.store import RunStore
-    from monitor_cb.storage.urls import clean_url, is_url, redact
+    from monitor_cb.storage.urls import clean_url, is_url, redact_credentials
 
     apply_endpoint(args)
     try:
@@ -82,7 +82,9 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
             store = RunStore(clean_url(args.run))
             if "." in {info.id for info in store.list_runs()}:
                 return store, "."
-            raise UsageError(f"no run at {redact(args.run)}: no metrics files (*.jsonl or *.jsonl.chunks/) there")
+            raise UsageError(
+                f"no run at {redact_credentials(args.run)}: no metrics files (*.jsonl or *.jsonl.chunks/) there"
+            )
         root = log_root(args.logdir)
         store = RunStore(root)
         store.refresh(force=True)
@@ -90,13 +92,14 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
         if run_id in {info.id for info in store.list_runs()}:
             return store, run_id
     except (OSError, ValueError) as exc:
-        raise UsageError(redact(exc)) from None
+        raise UsageError(redact_credentials(exc)) from None
     if os.path.isdir(args.run):  # a run directory given by path: read it as its own root
         store = RunStore(Path(args.run))
         if "." in {info.id for info in store.list_runs()}:
             return store, "."
     raise UsageError(
-        f"no run {redact(args.run)!r}: not a run id under {root} and not a directory holding *.jsonl metrics files"
+        f"no run {redact_credentials(args.run)!r}: not a run id under {root} and not a directory holding "
+        "*.jsonl metrics files"
     )
 
 

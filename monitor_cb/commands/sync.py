@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from monitor_cb.storage.shipper import Shipper, UploadOptions
-    from monitor_cb.storage.urls import redact
+    from monitor_cb.storage.urls import redact_credentials
 
     apply_endpoint(args)
     local = Path(args.local)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         options = UploadOptions(args.url, interval_s=args.interval, max_records=args.max_records)
         shipper = Shipper(local, options)
     except (ValueError, TypeError) as exc:
-        raise UsageError(redact(exc)) from None
+        raise UsageError(redact_credentials(exc)) from None
     warnings.simplefilter("always")
     warnings.showwarning = _show_warning  # type: ignore[assignment]
     target = shipper.remote
@@ -105,6 +105,6 @@ def _all_final(local: Path) -> bool:
 def _show_warning(
     message: object, category: type, filename: str, lineno: int, file: object = None, line: object = None
 ) -> None:
-    from monitor_cb.storage.urls import redact
+    from monitor_cb.storage.urls import redact_credentials
 
-    print(f"sync: warning: {redact(message)}", file=sys.stderr)
+    print(f"sync: warning: {redact_credentials(message)}", file=sys.stderr)

@@ -27,7 +27,7 @@ from monitor_cb.commands.common import (
     stop_on_signals,
 )
 from monitor_cb.logroot import ENV_LOGDIR, log_root
-from monitor_cb.storage.urls import is_url, redact
+from monitor_cb.storage.urls import is_url, redact_credentials
 
 # Keep this module's top-level imports light: the CLI imports it to build its parser.
 if TYPE_CHECKING:
@@ -108,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
     )
     apply_endpoint(args)
     if args.logroot and args.logdir and log_root(args.logroot) != log_root(args.logdir):
-        raise UsageError(f"two log roots given: LOGROOT {redact(args.logroot)} and --logdir {redact(args.logdir)}")
+        raise UsageError(
+            f"two log roots given: LOGROOT {redact_credentials(args.logroot)} "
+            f"and --logdir {redact_credentials(args.logdir)}"
+        )
     root = log_root(args.logroot or args.logdir)
     note = None if args.config else ignored_root_settings(root)
     if note:

@@ -36,6 +36,6 @@ def apply_endpoint_arg(argv: Sequence[str], env: Any) -> None:
 
 def redact(text: object) -> str:
     """Text for the page with credentials removed (URL user info, the SDK's secret values)."""
-    from monitor_cb.storage.urls import redact as _redact
+    from monitor_cb.storage.urls import redact_credentials as _redact
 
     return _redact(text)

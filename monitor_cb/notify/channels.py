@@ -24,6 +24,7 @@ from email.utils import formatdate
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from monitor_cb.masking import Secret, mask_url, redact
 from monitor_cb.notify.alert import Alert, body_lines, message_id, plain_text, title
 from monitor_cb.notify.formats import (
     body_signature,
@@ -34,7 +35,6 @@ from monitor_cb.notify.formats import (
     slack_escape,
     webhook_body,
 )
-from monitor_cb.notify.masking import Secret, mask_url, redact
 from monitor_cb.notify.transport import (
     DEFAULT_TIMEOUT,
     DeliveryError,

@@ -1,7 +1,7 @@
 """Notification settings: one small TOML (or JSON) file plus command-line flags.
 
 Secrets (webhook URLs, signing keys, SMTP passwords) are read from environment variables named in
-the file (``url_env = "SLACK_WEBHOOK_URL"``) and held as :class:`~monitor_cb.notify.masking.Secret`,
+the file (``url_env = "SLACK_WEBHOOK_URL"``) and held as :class:`~monitor_cb.masking.Secret`,
 so no repr, log line or error message shows them. The reference is docs/NOTIFICATIONS.md.
 """
 
@@ -16,6 +16,7 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
+from monitor_cb.masking import Secret
 from monitor_cb.notify.alert import SEVERITIES, Alert, severity_rank
 from monitor_cb.notify.channels import (
     CHANNEL_TYPES,
@@ -28,7 +29,6 @@ from monitor_cb.notify.channels import (
     WebhookChannel,
     WeComChannel,
 )
-from monitor_cb.notify.masking import Secret
 from monitor_cb.notify.transport import DEFAULT_TIMEOUT
 from monitor_cb.notify.trust import (
     ENV_CONFIG,

@@ -22,10 +22,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from monitor_cb.masking import redact
 from monitor_cb.notify.alert import Alert
 from monitor_cb.notify.channels import Channel
 from monitor_cb.notify.config import NotifyConfig, Route
-from monitor_cb.notify.masking import redact
 from monitor_cb.notify.transport import DeliveryError
 
 log = logging.getLogger("monitor_cb.notify")

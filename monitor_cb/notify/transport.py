@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from monitor_cb.notify.masking import Secret, mask_url, redact
+from monitor_cb.masking import Secret, mask_url, redact
 
 DEFAULT_TIMEOUT = 10.0
 _MAX_RESPONSE = 64 * 1024

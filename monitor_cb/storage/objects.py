@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from monitor_cb.storage.urls import RemoteURL, StorageError, parse_url, redact, secret_values, storage_options
+from monitor_cb.storage.urls import (
+    RemoteURL,
+    StorageError,
+    parse_url,
+    redact_credentials,
+    secret_values,
+    storage_options,
+)
 
 # Short timeouts and a single SDK attempt: our callers retry, and a poll must never hang a page.
 _S3_CONFIG = {"connect_timeout": 3, "read_timeout": 10, "retries": {"total_max_attempts": 1}}
@@ -84,11 +91,11 @@ class ObjectStore:
             fs = _filesystem(fsspec, remote.protocol, opts)
         except ImportError as exc:
             raise ValueError(
-                f"{remote.protocol}:// needs its fsspec package ({redact(exc, secrets)}); "
+                f"{remote.protocol}:// needs its fsspec package ({redact_credentials(exc, secrets)}); "
                 "for S3, OBS and MinIO: pip install 'monitor-cb[s3]'"
             ) from None
         except ValueError as exc:
-            raise ValueError(f"{remote}: {redact(exc, secrets)}") from None
+            raise ValueError(f"{remote}: {redact_credentials(exc, secrets)}") from None
         return cls(fs, remote.protocol, secrets), remote
 
     # ------------------------------------------------------------------ reading
@@ -169,8 +176,8 @@ class ObjectStore:
             self.requests += n
 
     def _error(self, what: str, path: str, exc: BaseException) -> StorageError:
-        detail = redact(f"{type(exc).__name__}: {exc}", self._secrets)
-        return StorageError(f"cannot {what} {redact(self.url(path), self._secrets)}: {detail}")
+        detail = redact_credentials(f"{type(exc).__name__}: {exc}", self._secrets)
+        return StorageError(f"cannot {what} {redact_credentials(self.url(path), self._secrets)}: {detail}")
 
     def _s3_list(self, bucket: str, prefix: str, delimiter: str | None, start_after: str | None) -> list[Entry]:
         entries: list[Entry] = []
@@ -187,7 +194,8 @@ class ObjectStore:
                 # Listing never 404s for a missing prefix (that is an empty page): this is NoSuchBucket.
                 # Said plainly, so a mistyped bucket does not read as "no runs yet".
                 raise StorageError(
-                    f"cannot list {redact(self.url(f'{bucket}/{prefix}'), self._secrets)}: the bucket {bucket!r} "
+                    f"cannot list {redact_credentials(self.url(f'{bucket}/{prefix}'), self._secrets)}: "
+                    f"the bucket {bucket!r} "
                     "does not exist (check its name, and the endpoint for OBS, MinIO or Ceph)"
                 ) from None
             except Exception as exc:  # noqa: BLE001

@@ -26,7 +26,7 @@ from monitor_cb.record import META_SUFFIX, METRICS_SUFFIX, meta_path_for
 from monitor_cb.rootfile import META_CAP, UnsafeFileError, read_capped
 from monitor_cb.storage.chunks import chunk_dir_name, chunk_name, contiguous_end, parse_chunk_name
 from monitor_cb.storage.objects import ObjectStore
-from monitor_cb.storage.urls import RemoteURL, StorageError, parse_url, redact
+from monitor_cb.storage.urls import RemoteURL, StorageError, parse_url, redact_credentials
 
 HEAD_BYTES = 4096  # compared with the remote copy on restart: tells a replaced file
 
@@ -71,7 +71,8 @@ class UploadOptions:
             raise ValueError("upload close_timeout_s must be >= 0 and retry_max_s > 0")
 
     def __repr__(self) -> str:
-        return f"UploadOptions(url={redact(self.url)!r}, interval_s={self.interval_s}, max_records={self.max_records})"
+        url = redact_credentials(self.url)
+        return f"UploadOptions(url={url!r}, interval_s={self.interval_s}, max_records={self.max_records})"
 
     @classmethod
     def coerce(cls, value: str | os.PathLike[str] | UploadOptions | Mapping[str, Any]) -> UploadOptions:
@@ -265,8 +266,8 @@ class Shipper:
             self._warn_once("store", f"upload to {self.remote} failed ({exc}); retrying, training continues")
             return False
         except OSError as exc:  # the local file: unreadable for now
-            self.stats.last_error = redact(exc)
-            self._warn_once("local", f"cannot read {redact(exc)}; will retry")
+            self.stats.last_error = redact_credentials(exc)
+            self._warn_once("local", f"cannot read {redact_credentials(exc)}; will retry")
             return False
         return True
 
@@ -381,14 +382,16 @@ class Shipper:
             self._warn_once(f"meta-unsafe-{path}", f"{path} {exc.reason}; not uploaded")
             self._meta_sent[path] = signature
             return
-        self.store.put(self._remote_key(path), redact(text).encode())  # no credential leaves in the metadata
+        self.store.put(
+            self._remote_key(path), redact_credentials(text).encode()
+        )  # no credential leaves in the metadata
         self._meta_sent[path] = signature
         self.stats.metas += 1
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(redact(message), UploadWarning, stacklevel=3)
+            warnings.warn(redact_credentials(message), UploadWarning, stacklevel=3)
 
 
 def scan_local(root: Path, suffix: str = METRICS_SUFFIX) -> list[Path]:

@@ -3,7 +3,7 @@
 Credentials come from the SDK's usual places (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
 ``AWS_SESSION_TOKEN``, ``~/.aws/credentials``, instance roles). A URL may also carry them
 (``s3://KEY:SECRET@bucket/prefix``): they are split off at once, passed to the SDK only, and every
-text this package shows or writes goes through :func:`redact` first. Standard library only: the
+text this package shows or writes goes through :func:`redact_credentials` first. Standard library only: the
 writer imports this without fsspec.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-MASK = "***"
+from monitor_cb.masking import redact
+
 ENV_ENDPOINT = "MONITOR_ENDPOINT_URL"  # ours; AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL are honoured too
 ENV_OPTIONS = "MONITOR_STORAGE_OPTIONS"  # JSON object of fsspec storage options
 ENV_STATE = "MONITOR_STATE_DIR"  # where a remote root's local settings live (default ~/.cache/monitor_cb)
@@ -39,7 +40,6 @@ SECRET_ENV = (
     "AZURE_STORAGE_SAS_TOKEN",
 )
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
-_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _LOCAL_SCHEMES = ("file", "local")
 _S3 = ("s3", "s3a")
 # Storage-option keys whose values are secrets (s3fs, gcsfs, adlfs spellings).
@@ -97,7 +97,7 @@ def parse_url(url: str | RemoteURL) -> tuple[RemoteURL, dict[str, str]]:
         return url, {}
     match = _SCHEME.match(url)
     if not match:
-        raise ValueError(f"not an object-store URL: {redact(url)!r} (expected scheme://bucket/prefix)")
+        raise ValueError(f"not an object-store URL: {redact_credentials(url)!r} (expected scheme://bucket/prefix)")
     protocol = match.group(1).lower()
     rest = url[match.end() :]
     credentials: dict[str, str] = {}
@@ -111,13 +111,14 @@ def parse_url(url: str | RemoteURL) -> tuple[RemoteURL, dict[str, str]]:
             credentials["secret"] = unquote(password)
     if "?" in tail or "?" in netloc or "#" in rest:
         raise ValueError(
-            f"{redact(url)}: query strings are not supported in a log URL; put storage options in ${ENV_OPTIONS}"
+            f"{redact_credentials(url)}: query strings are not supported in a log URL; "
+            f"put storage options in ${ENV_OPTIONS}"
         )
     if not netloc:
-        raise ValueError(f"{redact(url)}: no bucket (expected {protocol}://bucket/prefix)")
+        raise ValueError(f"{redact_credentials(url)}: no bucket (expected {protocol}://bucket/prefix)")
     path = "/".join(p for p in [netloc, *tail.split("/")] if p)
     if any(part in (".", "..") for part in path.split("/")):
-        raise ValueError(f"{redact(url)}: '.' and '..' are not allowed in an object-store path")
+        raise ValueError(f"{redact_credentials(url)}: '.' and '..' are not allowed in an object-store path")
     remote = RemoteURL("s3" if protocol in ("obs", "s3a") else protocol, path)
     bucket = (remote.protocol, path.split("/", 1)[0])
     if credentials:
@@ -186,13 +187,9 @@ def secret_values(options: Mapping[str, Any] | None = None, env: Mapping[str, st
     return found
 
 
-def redact(text: object, secrets: Iterable[str] = ()) -> str:
+def redact_credentials(text: object, secrets: Iterable[str] = ()) -> str:
     """``text`` without URL userinfo and without any credential value (environment ones included)."""
-    out = _USERINFO.sub(lambda m: m.group(1) + MASK + "@", str(text))
-    for value in sorted({*secret_values(), *secrets}, key=len, reverse=True):
-        if value and len(value) >= 4:  # shorter values cannot be told from ordinary text
-            out = out.replace(value, MASK)
-    return out
+    return redact(text, [*secret_values(), *secrets])
 
 
 def state_dir(root: object, env: Mapping[str, str] | None = None) -> Path:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from monitor_cb.notify.masking import MASK, mask_url
-from monitor_cb.storage.urls import redact
+from monitor_cb.masking import MASK, mask_url
+from monitor_cb.storage.urls import redact_credentials
 
 # The YAML sections that describe a MindFormers run, kept whole (masked); ``model`` is summarised.
 MINDFORMERS_SECTIONS = (
@@ -147,7 +147,7 @@ def mask_config(value: Any, key: str = "", depth: int = 0) -> Any:
     has_dirs = "/" in value or "\\" in value
     if (_PATH_KEY.search(key) and has_dirs) or value.startswith(("/", "~", "./", "../")) or "\\" in value:
         return "…/" + re.split(r"[/\\]", value.rstrip("/\\"))[-1] if value.strip("/\\") else MASK
-    return redact(value)[:_MAX_TEXT]
+    return redact_credentials(value)[:_MAX_TEXT]
 
 
 def to_plain(value: Any, depth: int = 0) -> Any:

@@ -755,9 +755,9 @@ def _start_shipper(path: Path, options: Any) -> Any:
 
 def _safe_argv(argv: list[str]) -> list[str]:
     """The command line for the metadata, with URL credentials and the SDK's secret values masked."""
-    from monitor_cb.storage.urls import redact
+    from monitor_cb.storage.urls import redact_credentials
 
-    return [redact(arg) for arg in argv]
+    return [redact_credentials(arg) for arg in argv]
 
 
 def _fixed_value(value: Any) -> tuple[Any, str]:

@@ -15,6 +15,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from monitor_cb.masking import Secret
 from monitor_cb.notify.alert import Alert
 from monitor_cb.notify.channels import (
     CommandChannel,
@@ -27,7 +28,6 @@ from monitor_cb.notify.channels import (
 )
 from monitor_cb.notify.delivery import deliver
 from monitor_cb.notify.formats import dingtalk_sign, feishu_sign
-from monitor_cb.notify.masking import Secret
 from monitor_cb.notify.transport import DeliveryError
 
 NASTY = 'exp "7"\n<script>alert(1)</script> *bold* _it_ [x](http://e.vil) <!channel> <at user_id="all"></at> & `c`'

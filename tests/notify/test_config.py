@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from monitor_cb.masking import Secret, mask_url, redact
 from monitor_cb.notify.config import ConfigError, add_flag_channels, load_config
-from monitor_cb.notify.masking import Secret, mask_url, redact
 
 EXAMPLE = """
 [notify]

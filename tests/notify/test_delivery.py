@@ -6,11 +6,11 @@ import logging
 import time
 from datetime import datetime
 
+from monitor_cb.masking import Secret
 from monitor_cb.notify.alert import Alert
 from monitor_cb.notify.channels import SlackChannel, WebhookChannel
 from monitor_cb.notify.config import NotifyConfig, QuietHours, Route
 from monitor_cb.notify.delivery import Notifier, deliver
-from monitor_cb.notify.masking import Secret
 
 from .conftest import wait_for
 

@@ -336,10 +336,10 @@ def test_an_old_state_in_the_root_is_imported_only_when_trusted(
 
 
 def test_each_test_notification_has_its_own_id(http_receiver) -> None:
+    from monitor_cb.masking import Secret
     from monitor_cb.notify.channels import WebhookChannel
     from monitor_cb.notify.config import NotifyConfig, Route
     from monitor_cb.notify.delivery import send_test_notification
-    from monitor_cb.notify.masking import Secret
 
     rx = http_receiver()
     config = NotifyConfig(routes=[Route(WebhookChannel("hook", Secret(rx.url + "/h")))], timeout=2)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from monitor_cb.masking import Secret
 from monitor_cb.notify.channels import WebhookChannel
 from monitor_cb.notify.config import NotifyConfig, Route
-from monitor_cb.notify.masking import Secret
 from monitor_cb.notify.state import WatchState
 from monitor_cb.notify.training import TrainingNotifier, guard_message
 from monitor_cb.notify.watcher import Watcher

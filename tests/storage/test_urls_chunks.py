@@ -12,7 +12,7 @@ from monitor_cb.storage.urls import (
     clean_url,
     is_url,
     parse_url,
-    redact,
+    redact_credentials,
     state_dir,
     storage_options,
 )
@@ -42,7 +42,7 @@ def test_parse_url_splits_credentials_off_and_keeps_them_for_the_bucket() -> Non
     # A later open of the same bucket without credentials in the URL finds them.
     assert parse_url("s3://bucket-a/other")[1] == creds
     assert clean_url("s3://AKID1234:pa%2Fss-word-9@bucket-a/runs") == "s3://bucket-a/runs"
-    assert "pa/ss-word-9" not in redact("failed: pa/ss-word-9 at s3://AKID1234:x@bucket-a/k")
+    assert "pa/ss-word-9" not in redact_credentials("failed: pa/ss-word-9 at s3://AKID1234:x@bucket-a/k")
 
 
 def test_obs_is_s3_through_its_endpoint() -> None:
@@ -79,7 +79,7 @@ def test_storage_options_bad_json_is_a_clear_error() -> None:
 
 def test_redact_masks_env_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-value-123")
-    assert redact("argv: --secret env-secret-value-123") == "argv: --secret ***"
+    assert redact_credentials("argv: --secret env-secret-value-123") == "argv: --secret ***"
 
 
 def test_state_dir_is_local_for_a_url(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Secrets that never print: a str wrapper with a masked repr, and redaction of any text.
+"""Secrets that never print: a str wrapper with a masked repr, and redaction of any text (both sides use it).
 
 Webhook URLs carry their credential (Slack's path, DingTalk's ``access_token``,
 WeCom's ``key``), so the whole URL is a secret; only its scheme and host are shown.
@@ -69,9 +69,16 @@ def mask_url(url: str | Secret | None) -> str:
     return f"{parts.scheme}://{host}{port}/{MASK}"
 
 
-def redact(text: object, secrets: Iterable[Secret | str | None]) -> str:
-    """``text`` with every secret value (and its URL-quoted forms) replaced by ``***``."""
-    out = str(text)
+_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
+
+
+def redact(text: object, secrets: Iterable[Secret | str | None] = ()) -> str:
+    """``text`` with every secret value (and its URL-quoted forms) and any URL's userinfo replaced by ``***``.
+
+    The one redaction of the package: the notifier passes its channels' secrets, the object-store side
+    its credentials (:func:`monitor_cb.storage.urls.redact_credentials`).
+    """
+    out = _USERINFO.sub(lambda m: m.group(1) + MASK + "@", str(text))
     for secret in secrets:
         if not secret:
             continue
