@@ -7,9 +7,9 @@ SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localh
 This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
-is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); with
+is refused (:mod:`monitor_cb.views.hostguard`; Streamlit itself checks only the WebSocket); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
-``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.dashboard.tokenguard`), and
+``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.views.tokenguard`), and
 the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
 page registry is set up before the first browser connects, so a shared link to any page opens
 cleanly on a fresh server.
@@ -89,7 +89,7 @@ def _print_token_links(token: str) -> None:
     """The links that open a token-protected dashboard, on the server's output (as Jupyter prints them)."""
     from streamlit import config
 
-    from monitor_cb.dashboard.tokenguard import token_url
+    from monitor_cb.views.tokenguard import token_url
 
     address = str(config.get_option("server.address") or "")
     port = config.get_option("server.port")
@@ -110,8 +110,8 @@ if __name__ == "__main__":
 else:
     from starlette.middleware import Middleware
 
-    from monitor_cb.dashboard.hostguard import HostGuard
-    from monitor_cb.dashboard.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
+    from monitor_cb.views.hostguard import HostGuard
+    from monitor_cb.views.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
     # Read once and taken out of the environment: processes the dashboard starts (the demo) need not see it.
     _TOKEN = resolve_token(os.environ.pop(ENV_TOKEN, None))

@@ -133,9 +133,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from monitor_cb.dashboard.compare_session import CompareSettings, build_view, load_run
-    from monitor_cb.dashboard.summary_view import summary_display
     from monitor_cb.ingest import RunStore
+    from monitor_cb.views.compare_session import CompareSettings, build_view, load_run
+    from monitor_cb.views.summary_cells import summary_display
 
     root = REPO / "bench" / "out" / f"compare-{args.runs}x{args.steps}"
     start = time.perf_counter()

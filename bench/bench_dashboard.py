@@ -108,7 +108,7 @@ def _fragment_script() -> None:
 
     import streamlit as st
 
-    from monitor_cb.dashboard.live import ChartSettings
+    from monitor_cb.views.live import ChartSettings
     from pages import _shared, live_page
 
     store = _shared.get_store(os.environ["MONITOR_LOGDIR"])
@@ -173,10 +173,10 @@ def breakdown(run: BigRun, repeats: int) -> dict[str, float]:
     """Where a refresh's server time goes (no Streamlit): poll + frame, figures, plotly JSON."""
     import plotly.io
 
-    from monitor_cb.dashboard.live import ChartSettings
-    from monitor_cb.dashboard.live_refresh import LiveRequest, process
-    from monitor_cb.dashboard.zoom import ZoomState
     from monitor_cb.ingest import RunStore
+    from monitor_cb.views.live import ChartSettings
+    from monitor_cb.views.live_refresh import LiveRequest, process
+    from monitor_cb.views.zoom import ZoomState
 
     store = RunStore(run.dir.parent)
     store.read(RUN)

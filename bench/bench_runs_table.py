@@ -51,9 +51,9 @@ from monitor_cb.compare.runs_table import (  # noqa: E402
     sort_table,
 )
 from monitor_cb.compare.runstats import StatsCache, store_loader  # noqa: E402
-from monitor_cb.dashboard.runs_view import display_table  # noqa: E402
 from monitor_cb.ingest import RunStore  # noqa: E402
 from monitor_cb.train.writer import MetricsWriter  # noqa: E402
+from monitor_cb.views.runs_view import display_table  # noqa: E402
 
 GOAL_S = 1.0
 BUDGET_S = 0.5  # stats computed per render on a first visit (StatsCache.fill)

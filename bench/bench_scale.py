@@ -134,11 +134,11 @@ import streamlit  # the server has it loaded before any page is opened
 start = time.perf_counter()
 sys.path.insert(0, {repo!r})
 import psutil
-from monitor_cb.dashboard.live import ChartSettings, other_rank_cells
-from monitor_cb.dashboard.zoom import ZoomState
+from monitor_cb.views.live import ChartSettings, other_rank_cells
+from monitor_cb.views.zoom import ZoomState
 from monitor_cb.ingest import RunStore
 from pages import live_page
-from monitor_cb.dashboard.live_refresh import LiveRequest, process
+from monitor_cb.views.live_refresh import LiveRequest, process
 mode, root, run_id = sys.argv[1:4]
 proc = psutil.Process()
 imported = time.perf_counter() - start
@@ -161,7 +161,7 @@ first_chart = time.perf_counter() - start
 rss = proc.memory_info().rss
 t = time.perf_counter()
 from pages import _findings
-from monitor_cb.dashboard.live_refresh import LiveShared
+from monitor_cb.views.live_refresh import LiveShared
 # as the server runs it: in the viewers' background worker (which then trims the C heap)
 findings = _findings.run_findings(run, data, root, store=store, shared=LiveShared(), first_wait_s=600)
 diagnosis = time.perf_counter() - t
@@ -197,7 +197,7 @@ def bands_engines(steps: int, ranks: int) -> dict[str, float]:
     import numpy as np
     import polars as pl
 
-    from monitor_cb.ingest.bands import RankColumn, rank_bands
+    from monitor_cb.ingest.rank_bands import RankColumn, rank_bands
 
     rng = np.random.default_rng(0)
     m = rng.random((steps, ranks))

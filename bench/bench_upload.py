@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 _MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
-from monitor_cb.compare.upload import parse_upload  # both arms pay for the imports (pandas, polars)
+from monitor_cb.compare.browser_upload import parse_upload  # both arms pay for the imports (pandas, polars)
 import monitor_cb.ingest.parse, monitor_cb.ingest.table
 t = time.perf_counter()
 data = open(sys.argv[1], "rb").read()

@@ -17,8 +17,8 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb.dashboard.escape import escape_code
 from monitor_cb.demo import launcher
+from monitor_cb.views.escape import escape_code
 from pages._shared import PENDING_RUN, md
 
 POLL_S = 2.0  # how often a page without runs looks for the first one

@@ -1,7 +1,7 @@
 """Streamlit pieces for diagnosis findings: the alert panel, toasts, the sidebar badge, the thresholds form.
 
-Each is one call from a page; the decisions live in ``monitor_cb.dashboard.findings_view`` and
-``monitor_cb.dashboard.settings_form``.
+Each is one call from a page; the decisions live in ``monitor_cb.views.findings_view`` and
+``monitor_cb.views.settings_form``.
 Finding messages come from detectors that quote run content (metric names), so every text is shown
 escaped, never as HTML.
 
@@ -25,8 +25,18 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from monitor_cb.dashboard.escape import escape_code, escape_markdown
-from monitor_cb.dashboard.findings_view import (
+from monitor_cb.diagnosis.findings import KINDS
+from monitor_cb.diagnosis.settings import (
+    HELP,
+    LABELS,
+    DiagnosisSettings,
+    load_settings_checked,
+    save_settings,
+    settings_path,
+)
+from monitor_cb.ingest.runframe import RunFrame
+from monitor_cb.views.escape import escape_code, escape_markdown
+from monitor_cb.views.findings_view import (
     alert_rows,
     finding_key,
     findings_cache_key,
@@ -38,17 +48,7 @@ from monitor_cb.dashboard.findings_view import (
     toast_text,
     worst_severity,
 )
-from monitor_cb.dashboard.settings_form import GENERAL, kind_title, settings_from_form, settings_groups
-from monitor_cb.diagnosis.findings import KINDS
-from monitor_cb.diagnosis.settings import (
-    HELP,
-    LABELS,
-    DiagnosisSettings,
-    load_settings_checked,
-    save_settings,
-    settings_path,
-)
-from monitor_cb.ingest.runframe import RunFrame
+from monitor_cb.views.settings_form import GENERAL, kind_title, settings_from_form, settings_groups
 
 SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toasted
 CACHE_KEY = "alerts_findings"  # session state: run id -> (cache key, findings)
@@ -78,16 +78,16 @@ def run_findings(
         run: its ``RunInfo`` (``id``, ``status``, ``last_write``).
         data: ``store.read(run.id)``; None gives no findings. One rank of a multi-rank run
             (``store.read(run.id, rank=r)``, with ``store``): that rank is diagnosed, and the ranks
-            side by side from the store's aggregates (:func:`monitor_cb.dashboard.live.rank_findings`).
+            side by side from the store's aggregates (:func:`monitor_cb.views.live.rank_findings`).
         root: the log root, whose saved thresholds apply.
-        shared: the viewers' :class:`monitor_cb.dashboard.live_refresh.LiveShared`: diagnosis then runs in
+        shared: the viewers' :class:`monitor_cb.views.live_refresh.LiveShared`: diagnosis then runs in
             its background worker, once for every viewer, and this returns the latest findings there are
             (of an earlier data version while the newest is diagnosed); only a run never diagnosed
             before waits for its first findings, at most ``first_wait_s`` (default :data:`FIRST_WAIT_S`).
             Without it, the findings are computed here and remembered per browser session.
     """
-    from monitor_cb.dashboard.live import rank_findings, ranks_version
     from monitor_cb.diagnosis import diagnose
+    from monitor_cb.views.live import rank_findings, ranks_version
 
     if data is None or len(data) == 0:
         return []

@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 
 from monitor_cb.charts.options import ChartData, ChartOptions
-from monitor_cb.charts.ranks import (
+from monitor_cb.charts.rank_figures import (
     per_rank_figure,
     rank_band_figure,
     rank_step_time_figure,

@@ -1,6 +1,6 @@
 """Streamlit pieces every page shares: the log root, the cached RunStore, the run picker, refresh.
 
-Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``monitor_cb.dashboard``.
+Only this folder and ``dashboard.py`` import Streamlit; the decisions live in ``monitor_cb.views``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import streamlit as st
 
-from monitor_cb.dashboard.escape import escape_code, escape_markdown
-from monitor_cb.dashboard.logdir import apply_endpoint_arg, redact, resolve_logdir
-from monitor_cb.dashboard.runlist import DEFAULT_REFRESH, REFRESH_CHOICES, filter_runs, pick_run, run_label
+from monitor_cb.views.escape import escape_code, escape_markdown
+from monitor_cb.views.logdir import apply_endpoint_arg, redact, resolve_logdir
+from monitor_cb.views.runlist import DEFAULT_REFRESH, REFRESH_CHOICES, filter_runs, pick_run, run_label
 
 QUERY_RUN = "run"
 RUN_KEY = "run_select"
@@ -48,9 +48,9 @@ def log_root() -> Path:
 
 
 def settings_access() -> Any:
-    """Who may change the Settings page (:mod:`monitor_cb.dashboard.access`): ``--read-only-settings``
+    """Who may change the Settings page (:mod:`monitor_cb.views.access`): ``--read-only-settings``
     after ``--`` on the ``streamlit run`` line, ``$MONITOR_READ_ONLY_SETTINGS``, ``$MONITOR_SETTINGS_ADMIN_TOKEN``."""
-    from monitor_cb.dashboard.access import settings_access as _access
+    from monitor_cb.views.access import settings_access as _access
 
     return _access(sys.argv[1:], os.environ)
 
@@ -64,7 +64,7 @@ def _store(root: str) -> Any:
 
 @st.cache_resource(show_spinner=False)
 def _live_shared(root: str) -> Any:
-    from monitor_cb.dashboard.live_refresh import LiveShared
+    from monitor_cb.views.live_refresh import LiveShared
 
     return LiveShared()
 

@@ -28,9 +28,9 @@ from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
 from monitor_cb.compare.rundata import RunData, metric_options
-from monitor_cb.compare.summary import default_eval_metric
-from monitor_cb.dashboard import runfilter
-from monitor_cb.dashboard.compare_session import (
+from monitor_cb.compare.summary_table import default_eval_metric
+from monitor_cb.views import runfilter
+from monitor_cb.views.compare_session import (
     DEFAULT_POINTS,
     CompareSettings,
     CompareView,
@@ -40,11 +40,11 @@ from monitor_cb.dashboard.compare_session import (
     report_html,
     run_key,
 )
-from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.runlist import ACTIVE_STATUSES, run_label
-from monitor_cb.dashboard.runs_view import text_width
-from monitor_cb.dashboard.summary_view import summary_display
-from monitor_cb.dashboard.zoom import parse_x_value
+from monitor_cb.views.escape import escape_code
+from monitor_cb.views.runlist import ACTIVE_STATUSES, run_label
+from monitor_cb.views.runs_view import text_width
+from monitor_cb.views.summary_cells import summary_display
+from monitor_cb.views.zoom import parse_x_value
 from pages import _shared
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
@@ -598,7 +598,7 @@ def show_config_diff(data: Sequence[RunData]) -> None:
 
 def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) -> None:
     """CSV / Parquet of every row of the picked runs and the HTML report; built only when clicked."""
-    from monitor_cb.compare import export
+    from monitor_cb.compare import downloads
 
     all_keys = bool(st.session_state.get(K_ALL_KEYS))
     colors = dict(st.session_state.get(K_COLORS, {}))
@@ -612,7 +612,7 @@ def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     d1.download_button(
         "CSV (all points)",
-        data=lambda: export.csv_bytes(runs()),
+        data=lambda: downloads.csv_bytes(runs()),
         file_name=f"compare-{stamp}.csv",
         mime="text/csv",
         on_click="ignore",
@@ -620,7 +620,7 @@ def show_downloads(store: Any, ids: tuple[str, ...], settings: CompareSettings) 
     )
     d2.download_button(
         "Parquet (all points)",
-        data=lambda: export.parquet_bytes(runs()),
+        data=lambda: downloads.parquet_bytes(runs()),
         file_name=f"compare-{stamp}.parquet",
         mime="application/vnd.apache.parquet",
         on_click="ignore",

@@ -2,7 +2,7 @@
 
 Flow: ``sidebar()`` picks the run and the refresh interval -> ``chart_controls()`` reads the chart
 settings -> a fragment (``st.fragment(run_every=...)``) re-reads the run and draws what
-``monitor_cb.dashboard.live_refresh.process`` made of it (tiles, banner, figures: computed once for
+``monitor_cb.views.live_refresh.process`` made of it (tiles, banner, figures: computed once for
 every viewer of the same data and settings). Only the fragment reruns on each tick (about a tenth of
 the bytes of a full-page rerun); any widget change reruns the page. A run whose first read is long
 (a big file, no cache yet) shows a progress bar until it is read; the sidebar stays usable.
@@ -21,23 +21,23 @@ import pandas as pd
 import streamlit as st
 
 from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
-from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.kpis import Kpis, format_count, format_value
-from monitor_cb.dashboard.live import (
+from monitor_cb.demo.launcher import demo_running
+from monitor_cb.ingest.badnote import bad_lines_note
+from monitor_cb.ingest.dropnote import WriterDrops, drop_note
+from monitor_cb.ingest.runframe import RunFrame
+from monitor_cb.views.escape import escape_code
+from monitor_cb.views.kpis import Kpis, format_count, format_value
+from monitor_cb.views.live import (
     N_OUT_CHOICES,
     ChartSettings,
     drawn_rank,
     other_rank_cells,
 )
-from monitor_cb.dashboard.live_refresh import LiveData, LiveRequest, process
-from monitor_cb.dashboard.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS, panel_columns
-from monitor_cb.dashboard.runlist import format_age, format_duration
-from monitor_cb.dashboard.thresholds import parse_thresholds
-from monitor_cb.dashboard.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
-from monitor_cb.demo.launcher import demo_running
-from monitor_cb.ingest.badnote import bad_lines_note
-from monitor_cb.ingest.dropnote import WriterDrops, drop_note
-from monitor_cb.ingest.runframe import RunFrame
+from monitor_cb.views.live_refresh import LiveData, LiveRequest, process
+from monitor_cb.views.panels import DEFAULT_PANELS, PANEL_KEYS, PANELS, panel_columns
+from monitor_cb.views.runlist import format_age, format_duration
+from monitor_cb.views.thresholds import parse_thresholds
+from monitor_cb.views.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
 from pages import _findings, _shared
 from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
@@ -498,7 +498,7 @@ def show(data: LiveData) -> None:
 def chart_downloads(data: RunFrame, settings: ChartSettings, run_id: str) -> None:
     """ "Download chart data": the rows behind one chart (this run's drawn rank, the zoomed step range),
     as CSV or Parquet, built only when a button is pressed."""
-    from monitor_cb.dashboard.chart_data import chart_rows
+    from monitor_cb.views.chart_data import chart_rows
 
     titles = {p.key: p.title for p in PANELS}
     custom = (settings.custom_left, settings.custom_right)

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from monitor_cb.compare.upload import UploadError, check_size, max_upload_bytes, parse_upload
-from monitor_cb.dashboard import replay
-from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.kpis import format_count, format_value
-from monitor_cb.dashboard.runlist import pick_run, run_label
+from monitor_cb.compare.browser_upload import UploadError, check_size, max_upload_bytes, parse_upload
 from monitor_cb.ingest.badnote import bad_lines_note
+from monitor_cb.views import replay
+from monitor_cb.views.escape import escape_code
+from monitor_cb.views.kpis import format_count, format_value
+from monitor_cb.views.runlist import pick_run, run_label
 from pages import _shared
 
 QUERY_RUN = "run"
@@ -86,7 +86,7 @@ def replay_page() -> None:
 # ----------------------------------------------------------------------------- sources
 def run_subject(store: Any, runs: list[Any], root: Any) -> Subject:
     """Sidebar: a finished, failed, stopped or crashed run (``?run=`` as on the live page)."""
-    from monitor_cb.dashboard.compare_session import load_run
+    from monitor_cb.views.compare_session import load_run
 
     done = [r for r in runs if r.status in REPLAYABLE]
     if not done:

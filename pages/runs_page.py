@@ -1,6 +1,6 @@
 """The runs page: every run under the log root in one table, filtered, sorted, grouped; pick runs to compare.
 
-Flow: ``controls()`` -> :func:`monitor_cb.dashboard.runs_view.runs_view` (statistics filled within a
+Flow: ``controls()`` -> :func:`monitor_cb.views.runs_view.runs_view` (statistics filled within a
 time budget from one ``StatsCache`` per store; the page renders again while some are missing) ->
 the table (rows selectable; "Open in Compare" goes to ``/compare?runs=a&runs=b``), the groups of a
 config key, and the Sweeps tab (parallel coordinates and a scatter over the filtered runs).
@@ -22,9 +22,10 @@ from monitor_cb.charts.sweeps import MAX_RUNS, parallel_coordinates_figure, swee
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.runs_table import STATS, group_table
 from monitor_cb.compare.runstats import StatsCache, store_loader
-from monitor_cb.compare.summary import lower_is_better
-from monitor_cb.dashboard.escape import escape_code
-from monitor_cb.dashboard.runs_view import (
+from monitor_cb.compare.summary_table import lower_is_better
+from monitor_cb.ingest.dropnote import drop_note
+from monitor_cb.views.escape import escape_code
+from monitor_cb.views.runs_view import (
     MAX_COMPARE,
     RunsQuery,
     RunsView,
@@ -36,8 +37,7 @@ from monitor_cb.dashboard.runs_view import (
     runs_view,
     sweep_columns,
 )
-from monitor_cb.dashboard.summary_view import summary_display
-from monitor_cb.ingest.dropnote import drop_note
+from monitor_cb.views.summary_cells import summary_display
 from pages import _shared
 from pages._demo import show_empty_root
 

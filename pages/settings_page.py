@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from monitor_cb.dashboard.access import READ_ONLY_FLAG, SettingsAccess
-from monitor_cb.dashboard.escape import escape_code, escape_markdown
-from monitor_cb.dashboard.settings_form import EXAMPLE_TOML, NotifyStatus, notify_status
 from monitor_cb.notify.config import ENV_CONFIG
+from monitor_cb.views.access import READ_ONLY_FLAG, SettingsAccess
+from monitor_cb.views.escape import escape_code, escape_markdown
+from monitor_cb.views.settings_form import EXAMPLE_TOML, NotifyStatus, notify_status
 from pages import _shared
 from pages._findings import diagnosis_settings_form
 

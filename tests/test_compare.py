@@ -15,14 +15,14 @@ from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.overlay import hidden_runs, overlay_figures, side_by_side_figures
 from monitor_cb.charts.style import escape_html
 from monitor_cb.compare import align as al
+from monitor_cb.compare.browser_upload import UploadError, max_upload_bytes, parse_upload
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.configdiff import MISSING, config_diff, flatten, run_config, show_value
-from monitor_cb.compare.export import combined, csv_bytes, parquet_bytes
+from monitor_cb.compare.downloads import combined, csv_bytes, parquet_bytes
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.compare.summary import extreme, lower_is_better, summary_row, summary_table
-from monitor_cb.compare.upload import UploadError, max_upload_bytes, parse_upload
-from monitor_cb.dashboard.compare_session import CompareSettings
-from monitor_cb.dashboard.runfilter import filter_runs
+from monitor_cb.compare.summary_table import extreme, lower_is_better, summary_row, summary_table
+from monitor_cb.views.compare_session import CompareSettings
+from monitor_cb.views.runfilter import filter_runs
 from tests.compare.frames import frame
 
 
@@ -289,7 +289,7 @@ def test_the_page_and_the_server_allow_the_same_uploads() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from pathlib import Path
 
-    from monitor_cb.compare.upload import DEFAULT_MAX_MB
+    from monitor_cb.compare.browser_upload import DEFAULT_MAX_MB
 
     config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == DEFAULT_MAX_MB >= 300
@@ -299,7 +299,7 @@ def test_an_empty_check_does_not_copy_the_upload() -> None:
     """``sniff`` on a 250 MB upload must not build a stripped copy of it (``data.strip()`` did)."""
     import tracemalloc
 
-    from monitor_cb.compare.upload import sniff
+    from monitor_cb.compare.browser_upload import sniff
 
     data = b'{"step": 1, "loss": 0.5}\n' * 400_000  # 10 MB
     tracemalloc.start()
@@ -375,7 +375,7 @@ def test_upload_counts_bad_steps_and_text_values_and_keeps_the_rest() -> None:
 
 def test_the_report_uses_the_colours_the_page_gave() -> None:
     """Sticky colours: the page passes its mapping, the HTML report draws every run in the same colour."""
-    from monitor_cb.dashboard.compare_session import build_view, report_html
+    from monitor_cb.views.compare_session import build_view, report_html
 
     runs = [RunData(rid, rid, frame(np.arange(1, 50), np.linspace(3, 1, 49))) for rid in ("b", "a", "c")]
     given = {"a": "#e377c2", "b": "#17becf"}

@@ -1,8 +1,8 @@
 """The layer boundaries of ARCHITECTURE.md, for every module of the package.
 
 * No library module imports a command module (``monitor_cb.commands``): commands sit on top.
-* Only ``monitor_cb.dashboard`` itself imports ``monitor_cb.dashboard`` (the pages' plain logic is the top).
-* No reading-side package (ingest ... dashboard) imports the training side (``monitor_cb.train``).
+* Only ``monitor_cb.views`` itself imports ``monitor_cb.views`` (the pages' plain logic is the top).
+* No reading-side package (ingest ... views) imports the training side (``monitor_cb.train``).
 * Only ``dashboard.py`` and ``pages/`` import Streamlit: no module of ``monitor_cb`` does.
 * Only the training layer imports MindSpore (or MindFormers): importing any other module loads neither.
 
@@ -34,7 +34,7 @@ TRAINING = frozenset(
     }
 )
 # The two sides: the reading side's packages never import the training side's package.
-READING = ("ingest", "importers", "analysis", "diagnosis", "charts", "compare", "dashboard")
+READING = ("ingest", "importers", "analysis", "diagnosis", "charts", "compare", "views")
 TRAINING_SIDE = ("monitor_cb.train", "monitor_cb.mindformers")
 ALL_FOLDERS = tuple(f"monitor_cb/{p.name}/" for p in (REPO / "monitor_cb").iterdir() if p.is_dir()) + tuple(
     f"monitor_cb/{p.name}" for p in (REPO / "monitor_cb").glob("*.py")
@@ -117,8 +117,8 @@ def test_library_code_never_imports_a_command_module() -> None:
 
 
 def test_only_the_pages_import_the_page_logic() -> None:
-    """``monitor_cb.dashboard`` sits on top of the reading side: nothing below it reaches up to a page."""
-    assert not importers_of(("monitor_cb.dashboard",), ("monitor_cb/dashboard/",))
+    """``monitor_cb.views`` sits on top of the reading side: nothing below it reaches up to a page."""
+    assert not importers_of(("monitor_cb.views",), ("monitor_cb/views/",))
 
 
 def test_the_reading_side_never_imports_the_training_side() -> None:

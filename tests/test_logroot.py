@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from monitor_cb.dashboard.logdir import resolve_logdir
 from monitor_cb.logroot import log_root, logdir_argument
+from monitor_cb.views.logdir import resolve_logdir
 
 
 def test_precedence() -> None:

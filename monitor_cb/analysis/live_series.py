@@ -5,7 +5,7 @@ the same column as float64 (``float_values``), the same "was logged" mask (``log
 the same x axis; ``loss`` alone was converted three times per refresh. :class:`LiveSeries` wraps
 one :class:`~monitor_cb.ingest.runframe.RunFrame` (or a bare frame) and builds each of these once,
 on first use, then hands out the same read-only arrays to the tiles, the banner and every chart.
-It is a value for one data version: thirty viewers of a run share one (``monitor_cb.dashboard.live_refresh``),
+It is a value for one data version: thirty viewers of a run share one (``monitor_cb.views.live_refresh``),
 so each array is built once per new data, not once per viewer.
 
 ```python

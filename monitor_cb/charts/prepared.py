@@ -4,7 +4,7 @@
 about 13 ms for the live page's three charts of a 200k-step run) and then into JSON (about 1.5 ms),
 on every call. Thirty viewers of one run at a 1 s refresh asked for the same three figures thirty
 times a second. A :class:`PreparedFigure` is made once per data version and settings
-(``monitor_cb.dashboard.live_refresh``) and hands every caller the same dict, so each viewer pays only the
+(``monitor_cb.views.live_refresh``) and hands every caller the same dict, so each viewer pays only the
 JSON encoding.
 
 A prepared figure is finished: it is the dict it was prepared with. Its plotly objects (``.data``,

@@ -23,7 +23,7 @@ from pathlib import Path
 from monitor_cb.commands.common import UsageError, add_endpoint_argument, add_logdir_argument, apply_endpoint
 from monitor_cb.logroot import log_root
 
-ENV_TOKEN = "MONITOR_DASHBOARD_TOKEN"  # read by dashboard.py (monitor_cb.dashboard.tokenguard)
+ENV_TOKEN = "MONITOR_DASHBOARD_TOKEN"  # read by dashboard.py (monitor_cb.views.tokenguard)
 ENV_READ_ONLY = "MONITOR_READ_ONLY_SETTINGS"  # read by the Settings page
 
 # The checkout's .streamlit/config.toml as `streamlit run` flags (section.key -> value; a list is

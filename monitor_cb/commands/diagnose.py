@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from monitor_cb.diagnosis.engine import diagnose
     from monitor_cb.diagnosis.findings import severity_rank
-    from monitor_cb.diagnosis.ranks import read_rank_places
     from monitor_cb.diagnosis.settings import load_settings_checked
+    from monitor_cb.diagnosis.stragglers import read_rank_places
 
     store, run_id = open_run(args)
     info = store.run_info(run_id)

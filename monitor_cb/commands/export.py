@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from monitor_cb.ingest.export import write_csv, write_parquet
+    from monitor_cb.ingest.run_export import write_csv, write_parquet
 
     if args.format == "parquet" and not args.output:
         raise UsageError("--format parquet needs -o FILE")

@@ -1,7 +1,7 @@
 """Comparing runs: the data the compare and runs pages work on (no Streamlit, no page state).
 
 The compare page's session (what one refresh computes) and the replay cursor are page logic:
-:mod:`monitor_cb.dashboard.compare_session` and :mod:`monitor_cb.dashboard.replay`.
+:mod:`monitor_cb.views.compare_session` and :mod:`monitor_cb.views.replay`.
 
 Modules:
     align: x alignment across runs (step, samples seen, wall time, time since start), a common

@@ -1,6 +1,6 @@
 """The runs table's data: one row per run, the config keys that differ, filters, sort and group-by.
 
-Plain data, no Streamlit: the runs page shows it as text (``monitor_cb.dashboard.runs_view``) and picks rows; the same
+Plain data, no Streamlit: the runs page shows it as text (``monitor_cb.views.runs_view``) and picks rows; the same
 functions serve any other front end. Row values come from the ``RunInfo`` list and each run's cached
 :class:`~monitor_cb.compare.runstats.RunStats`, so a table of a thousand runs is built from memory.
 

@@ -7,7 +7,7 @@ already holds in memory, never from the files again.
 
 Key metrics are ``loss``, ``eval_loss`` and every other ``eval_*`` column. "Best" is the minimum for
 lower-is-better metrics (names with loss, error, perplexity, ...; see
-:func:`monitor_cb.compare.summary.lower_is_better`) and the maximum for the others (accuracy, f1,
+:func:`monitor_cb.compare.summary_table.lower_is_better`) and the maximum for the others (accuracy, f1,
 bleu, ...). Best, min and max use finite values only; ``last`` is the last logged value, NaN
 included, so a run that ended in NaN says so.
 """
@@ -26,7 +26,7 @@ import pandas as pd
 
 from monitor_cb.analysis.series import float_values, logged_rows
 from monitor_cb.compare.configdiff import run_config, show_value
-from monitor_cb.compare.summary import lower_is_better
+from monitor_cb.compare.summary_table import lower_is_better
 
 TRAIN_METRICS = ("loss",)
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor_cb.ingest.hidden import hidden_path, read_hidden
+from monitor_cb.hidden_dir import hidden_path, read_hidden
 from monitor_cb.rootfile import STATE_CAP, create_new, open_regular, write_atomic
 
 DEMO_STEPS = 600

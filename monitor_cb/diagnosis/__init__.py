@@ -94,7 +94,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor_cb.diagnosis.overfit import detect_overfitting
     from monitor_cb.diagnosis.periodic import detect_sawtooth
     from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
-    from monitor_cb.diagnosis.ranks import detect_rank_divergence, detect_straggler, read_rank_places
     from monitor_cb.diagnosis.settings import (
         HELP,
         DiagnosisSettings,
@@ -104,6 +103,7 @@ if TYPE_CHECKING:  # pragma: no cover
         settings_path,
     )
     from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
+    from monitor_cb.diagnosis.stragglers import detect_rank_divergence, detect_straggler, read_rank_places
     from monitor_cb.diagnosis.throughput import detect_throughput_drop
 
 

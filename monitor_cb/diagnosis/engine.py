@@ -19,9 +19,9 @@ from monitor_cb.diagnosis.nonfinite import detect_nan
 from monitor_cb.diagnosis.overfit import detect_overfitting
 from monitor_cb.diagnosis.periodic import detect_sawtooth
 from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
-from monitor_cb.diagnosis.ranks import detect_rank_divergence, detect_straggler
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
+from monitor_cb.diagnosis.stragglers import detect_rank_divergence, detect_straggler
 from monitor_cb.diagnosis.throughput import detect_throughput_drop
 
 Detector = Callable[[pd.DataFrame, DiagnosisSettings], list[Finding]]
@@ -67,7 +67,7 @@ def diagnose(
         logged: per column, True where it was logged (``RunFrame.masks``). With it a NaN
             where ``loss`` or ``grad_norm`` was simply not logged is never taken for a logged NaN.
         places: rank -> where it runs (``"host h, device d"``, from
-            :func:`monitor_cb.diagnosis.ranks.read_rank_places`), named in ``straggler`` and
+            :func:`monitor_cb.diagnosis.stragglers.read_rank_places`), named in ``straggler`` and
             ``rank_divergence`` messages.
 
     A detector that raises is skipped with one ``RuntimeWarning``, so a page never breaks on a

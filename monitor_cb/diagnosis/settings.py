@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.diagnosis.settings_text import HELP, LABELS
-from monitor_cb.ingest.hidden import HIDDEN_DIR, OutsideRootError, hidden_path, read_hidden
+from monitor_cb.hidden_dir import HIDDEN_DIR, OutsideRootError, hidden_path, read_hidden
 from monitor_cb.rootfile import SETTINGS_CAP, UnsafeFileError, write_atomic
 
 SETTINGS_DIR = HIDDEN_DIR

@@ -310,7 +310,7 @@ class ColumnarCache:
         self.writes = 0
         self.min_bytes = min_bytes
         self.growth = growth
-        self.background: Any = None  # a monitor_cb.ingest.shared.Background: writes leave the poll
+        self.background: Any = None  # a monitor_cb.ingest.viewer_work.Background: writes leave the poll
         self.refused: dict[str, str] = {}  # cache files not used, and why (shown as "skipped" notes)
         self._refused_lock = threading.Lock()
         self._current = 0

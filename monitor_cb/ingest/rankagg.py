@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from monitor_cb.ingest.bands import RankBands, RankColumn, concat_bands, rank_bands
+from monitor_cb.ingest.rank_bands import RankBands, RankColumn, concat_bands, rank_bands
 
 R = TypeVar("R")
 

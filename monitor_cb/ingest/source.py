@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from monitor_cb.ingest.colcache import ColumnarCache
-    from monitor_cb.ingest.summaries import Ident, SourceSummary
+    from monitor_cb.ingest.summary_index import Ident, SourceSummary
 
 MAX_BAD_KEPT = 1000  # bad lines remembered with their offsets; all are counted
 _RECENT = 64  # records that define the usual interval
@@ -82,7 +82,7 @@ class TableSource:
 
     def summary(self) -> SourceSummary:
         """What the run list shows of this file (no rows copied)."""
-        from monitor_cb.ingest.summaries import SourceSummary
+        from monitor_cb.ingest.summary_index import SourceSummary
 
         with self.lock:
             table = self.table
@@ -204,7 +204,7 @@ class MetricsSource(TableSource):
                 self._listed = (ident, summary, next(_VERSIONS))
 
     def _listed_unchanged(self) -> bool:
-        from monitor_cb.ingest.summaries import file_ident
+        from monitor_cb.ingest.summary_index import file_ident
 
         assert self._listed is not None
         return file_ident(self.path) == self._listed[0]

@@ -27,7 +27,7 @@ from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
-from monitor_cb.ingest.summaries import SourceSummary
+from monitor_cb.ingest.summary_index import SourceSummary
 from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
 from monitor_cb.logroot import log_root
 from monitor_cb.record import rank_from_filename
@@ -37,7 +37,7 @@ from monitor_cb.storage.urls import is_url
 if TYPE_CHECKING:
     import pandas as pd
 
-    from monitor_cb.ingest.bands import RankBands
+    from monitor_cb.ingest.rank_bands import RankBands
     from monitor_cb.ingest.rankagg import NonFinite
 
 LOAD_STEP_BYTES = 32 << 20  # a first read larger than this goes in the background, in steps this size
@@ -176,7 +176,7 @@ class RunStore:
         tail = self.remote.tail(path, self.line_cap) if self.remote is not None else None
         source = MetricsSource(path, rank or 0, self.root, self.line_cap, self.bulk_min_bytes, tail, self.cache)
         if self.index is not None:
-            from monitor_cb.ingest.summaries import file_ident
+            from monitor_cb.ingest.summary_index import file_ident
 
             summary = self.index.get(path)
             if summary is not None:
@@ -477,9 +477,9 @@ class RunStore:
         return dict(sorted(out.items()))
 
     def rank_matrix(self, run_id: str, column: str, last: int | None = None) -> Any:
-        """``column`` of every rank side by side (:class:`~monitor_cb.analysis.ranks.RankMatrix`), only the last
+        """``column`` of every rank side by side (:class:`~monitor_cb.analysis.rank_matrix.RankMatrix`), only the last
         ``last`` steps when given: per-rank detail on demand, built from each rank's rows, no merged frame."""
-        from monitor_cb.analysis.ranks import RankMatrix
+        from monitor_cb.analysis.rank_matrix import RankMatrix
 
         tables = self._rank_tables(run_id)
         since = 0
@@ -572,7 +572,7 @@ def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> A
         places = places_for(root, env)
     if not places:
         return None
-    from monitor_cb.ingest.shared import Background
+    from monitor_cb.ingest.viewer_work import Background
 
     cache = ColumnarCache(places, path)
     cache.background = Background()  # a server's refresh never waits for a cache file being written
@@ -580,10 +580,10 @@ def _columnar_cache(root: Any, path: Any, setting: bool | list[Any] | None) -> A
 
 
 def _summary_index(cache: Any, root: Path) -> Any:
-    """The root's :class:`~monitor_cb.ingest.summaries.SummaryIndex` (kept where the cache is), or None."""
+    """The root's :class:`~monitor_cb.ingest.summary_index.SummaryIndex` (kept where the cache is), or None."""
     if cache is None:
         return None
-    from monitor_cb.ingest.summaries import SummaryIndex
+    from monitor_cb.ingest.summary_index import SummaryIndex
 
     return SummaryIndex(cache.places, root)
 

@@ -453,7 +453,7 @@ def legacy_state(root: str | os.PathLike[str]) -> WatchState | None:
     writable by group or others. Anything else is ignored with a warning (the worst that costs is a
     repeated alert); a forged file cannot silence alerts.
     """
-    from monitor_cb.ingest.hidden import OutsideRootError, hidden_path
+    from monitor_cb.hidden_dir import OutsideRootError, hidden_path
     from monitor_cb.rootfile import STATE_CAP, read_json
     from monitor_cb.storage.urls import is_url
 

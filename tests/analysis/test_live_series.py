@@ -12,11 +12,11 @@ import pytest
 from monitor_cb.analysis import live_series
 from monitor_cb.analysis.live_series import LiveSeries, last_unmasked
 from monitor_cb.analysis.series import first_nonfinite, latest
-from monitor_cb.dashboard.kpis import compute_kpis
-from monitor_cb.dashboard.live import ChartSettings
-from monitor_cb.dashboard.live_refresh import LiveRequest, build_figures
-from monitor_cb.dashboard.zoom import ZoomState
 from monitor_cb.ingest import RunStore
+from monitor_cb.views.kpis import compute_kpis
+from monitor_cb.views.live import ChartSettings
+from monitor_cb.views.live_refresh import LiveRequest, build_figures
+from monitor_cb.views.zoom import ZoomState
 from tests.app.conftest import write_run
 
 

@@ -67,7 +67,7 @@ def linkless(text: str) -> bool:
 
 
 def test_inert_tells_markdown_from_escaped_text() -> None:
-    from monitor_cb.dashboard.escape import escape_code, escape_markdown
+    from monitor_cb.views.escape import escape_code, escape_markdown
 
     assert not inert(HOSTILE) and not inert(f"Cannot replay {HOSTILE!r}")
     assert inert(escape_markdown(HOSTILE)) and inert(f"run `{escape_code(HOSTILE)}` is gone")

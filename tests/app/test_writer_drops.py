@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from monitor_cb.dashboard.escape import escape_markdown
 from monitor_cb.ingest.dropnote import WriterDrops, drop_note
 from monitor_cb.train.writer import MetricsWriter
+from monitor_cb.views.escape import escape_markdown
 from tests.app.conftest import DASHBOARD, write_run
 from tests.app.helpers import assert_ok, run_entry, texts
 

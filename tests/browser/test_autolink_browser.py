@@ -1,7 +1,7 @@
 """A URL in a run's name stays text in a real Chromium: on Live and Replay no ``<a>`` points at it.
 
 Streamlit's Markdown links ``http://…`` in text even when every character is escaped; the pages
-break the pattern with an invisible word joiner (:func:`monitor_cb.dashboard.escape.break_autolinks`).
+break the pattern with an invisible word joiner (:func:`monitor_cb.views.escape.break_autolinks`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 from monitor_cb.charts.axes import constant_axis, pin_constant_axes, tick_text
 from monitor_cb.charts.figures import components_figure, dual_axis_figure, eval_figure, memory_figure, timing_figure
 from monitor_cb.charts.options import ChartOptions
-from monitor_cb.charts.ranks import per_rank_figure, rank_band_figure, rank_step_time_figure, utilisation_figure
+from monitor_cb.charts.rank_figures import per_rank_figure, rank_band_figure, rank_step_time_figure, utilisation_figure
 
 N = 200
 
@@ -115,7 +115,7 @@ def test_compare_overlay_and_replay() -> None:
     from monitor_cb.charts.overlay import overlay_figures
     from monitor_cb.compare.align import align_runs
     from monitor_cb.compare.rundata import RunData
-    from monitor_cb.dashboard.replay import replay_figures
+    from monitor_cb.views.replay import replay_figures
 
     runs = [RunData(id=f"r{i}", label=f"r{i}", frame=frame(lr=0.01)) for i in range(2)]
     figures = overlay_figures(runs, align_runs(runs, "step"), ("lr", "loss"), ChartOptions(n_out=500))

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor_cb.charts.bands import band_traces, group_figures
+from monitor_cb.charts.group_traces import band_traces, group_figures
 from monitor_cb.compare.align import align_runs
-from monitor_cb.compare.bands import group_band
+from monitor_cb.compare.group_bands import group_band
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.dashboard.compare_session import CompareSettings, build_view
+from monitor_cb.views.compare_session import CompareSettings, build_view
 
 
 def run(run_id: str, offset: float, lr: float, steps: int = 40, nan_at: int | None = None) -> RunData:

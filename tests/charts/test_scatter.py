@@ -7,7 +7,7 @@ import pandas as pd
 
 from monitor_cb.charts.figures import ChartOptions, dual_axis_figure
 from monitor_cb.charts.scatter import GL_MIN_POINTS, GL_SLACK, scatter
-from monitor_cb.dashboard.live import N_OUT_CHOICES
+from monitor_cb.views.live import N_OUT_CHOICES
 
 
 def test_svg_up_to_the_largest_budget_with_its_kept_spikes() -> None:

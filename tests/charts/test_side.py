@@ -14,7 +14,7 @@ import pytest
 from monitor_cb.charts.side import MIN_SHARE, SideView, share_y, shared_x_blanks, side_figures, side_view
 from monitor_cb.compare.align import align_runs
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.dashboard.compare_session import CompareSettings, x_bounds
+from monitor_cb.views.compare_session import CompareSettings, x_bounds
 
 
 def run(run_id: str, steps: int, scale: float, **extra: np.ndarray) -> RunData:
@@ -143,8 +143,8 @@ def test_shared_y_is_left_off_only_for_the_metric_that_would_flatten_a_run() -> 
 
 
 def real_data(names: list[str]) -> list[RunData]:
-    from monitor_cb.dashboard.compare_session import load_run
     from monitor_cb.ingest import RunStore
+    from monitor_cb.views.compare_session import load_run
 
     store = RunStore(REAL_RUNS)
     infos = {r.id: r for r in store.list_runs()}

@@ -12,8 +12,8 @@ import pytest
 from monitor_cb.charts.style import NONFINITE_COLOR
 from monitor_cb.compare.colors import RUN_PALETTE, run_colors
 from monitor_cb.compare.rundata import RunData
-from monitor_cb.dashboard.compare_session import CompareSettings, build_view, report_html
 from monitor_cb.testing.colordiff import DISTINCT, delta_e, hex_to_lab, min_pairwise
+from monitor_cb.views.compare_session import CompareSettings, build_view, report_html
 
 
 def test_palette_is_large_distinct_readable_and_clear_of_the_nan_red() -> None:

@@ -23,8 +23,8 @@ from monitor_cb.compare.runs_table import (
     sort_table,
 )
 from monitor_cb.compare.runstats import StatsCache, config_stats, store_loader
-from monitor_cb.dashboard.runs_view import display_table, format_value
 from monitor_cb.ingest import RunStore
+from monitor_cb.views.runs_view import display_table, format_value
 from tests.compare.runs_helpers import write_sweep_run
 
 NOW = time.time() + 3600.0  # after every test run's last record

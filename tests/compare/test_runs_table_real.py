@@ -12,8 +12,8 @@ import pytest
 
 from monitor_cb.compare.runs_table import build_table, filter_expr, sort_table
 from monitor_cb.compare.runstats import StatsCache, store_loader
-from monitor_cb.dashboard.runs_view import display_table
 from monitor_cb.ingest import RunStore
+from monitor_cb.views.runs_view import display_table
 
 REAL_RUNS = Path(
     os.environ.get("MONITOR_REAL_RUNS") or Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from monitor_cb.analysis.ranks import frame_bands
+from monitor_cb.analysis.rank_matrix import frame_bands
 from monitor_cb.diagnosis import DiagnosisSettings
-from monitor_cb.diagnosis.ranks import detect_straggler, detect_straggler_bands
+from monitor_cb.diagnosis.stragglers import detect_straggler, detect_straggler_bands
 from monitor_cb.testing.synthetic_ranks import healthy_ranks_run, labelled_ranks_run
 
 

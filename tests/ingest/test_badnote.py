@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor_cb.cli import main
-from monitor_cb.compare.upload import parse_upload
+from monitor_cb.compare.browser_upload import parse_upload
 from monitor_cb.ingest import RunStore
 from monitor_cb.ingest.badnote import bad_lines_note
 from monitor_cb.ingest.colcache import Place

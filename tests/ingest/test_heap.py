@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from monitor_cb.ingest import heap
-from monitor_cb.ingest.shared import Background
+from monitor_cb.ingest.viewer_work import Background
 
 # In a fresh process: free 160 MB of numpy arrays that glibc served from its heap (after one freed
 # 8 MB block raised its mmap threshold), each with a small block kept above it so that free() cannot trim.

@@ -121,7 +121,7 @@ def test_metadata_forged_content(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- the summary index
 def forged_index(path: Path) -> bytes:
     """An index whose entry for ``path`` has its identity (so it would be used) and claims 987,654 steps."""
-    from monitor_cb.ingest.summaries import FORMAT, file_ident
+    from monitor_cb.ingest.summary_index import FORMAT, file_ident
 
     ident = file_ident(path)
     assert ident is not None

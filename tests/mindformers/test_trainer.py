@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor_cb.dashboard.kpis import format_value
+from monitor_cb.views.kpis import format_value
 from tests.app.conftest import DASHBOARD
 from tests.app.helpers import assert_ok, run_entry
 from tests.mindformers.harness import REPO, TrainedRun
