@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _COUNT_LIMIT = 1 << 63
-# The writer's causes (monitor_cb.train.writer.DROP_CAUSES) in the words a reader sees.
+# The writer's causes (monitor_cb.train.run_meta.DROP_CAUSES) in the words a reader sees.
 CAUSE_TEXT = {
     "queue_full_producer": "queue full: logged faster than the writer thread could write",
     "queue_full_disk": "queue full: the disk was slow or hung",

@@ -91,7 +91,7 @@ def rank_info() -> tuple[int, int, int | None]:
     MindSpore's ``get_rank``/``get_group_size`` fall back to ``RANK_ID``/``RANK_SIZE``
     before ``init()``; any error falls back to the launcher environment.
     """
-    from monitor_cb.train.writer import detect_rank
+    from monitor_cb.train.run_meta import detect_rank
 
     rank, size = detect_rank()
     device_id = None

@@ -17,9 +17,7 @@ import json
 import math
 import operator
 import os
-import socket
 import stat
-import sys
 import threading
 import time
 import warnings
@@ -29,16 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.record import (
-    DEFAULT_STEM,
-    METRICS_SUFFIX,
     RESERVED_KEYS,
-    SCHEMA_VERSION,
     STEP_LIMIT,
     Unwritable,
     check_step,
     encode_record,
     encode_value,
-    metrics_filename,
+)
+from monitor_cb.train.run_meta import (
+    MetaFields,
+    detect_rank,
+    encode_meta,
+    give_up_note,
+    initial_meta,
+    resolve_metrics_path,
 )
 from monitor_cb.train.writer_claim import claim_file, holder_text, read_json, read_regular
 from monitor_cb.train.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
@@ -60,53 +62,10 @@ _STOP = object()
 WRITE_CHUNK = 256 << 10  # bytes per write() call
 META_DROPS_S = 2.0  # new drops are written to the metadata at most this often while the run goes on
 META_GIVE_UP_S = 2.0  # close() waits this long for the final metadata when the writer thread is stuck
-# Why records were not written (the metadata's ``drop_causes``; docs/FORMAT.md).
-DROP_CAUSES = (
-    "queue_full_producer",
-    "queue_full_disk",
-    "disk_error",
-    "unwritten_at_close",
-    "unencodable",
-    "after_close",
-)
 
 
 class MonitorWarning(UserWarning):
     """A soft problem in the monitor (I/O failure, dropped records); training continues."""
-
-
-def detect_rank() -> tuple[int, int]:
-    """Rank and world size from the launcher's environment, (0, 1) when not distributed."""
-    env = os.environ
-    rank = env.get("RANK_ID") or env.get("RANK") or env.get("OMPI_COMM_WORLD_RANK") or "0"
-    size = env.get("RANK_SIZE") or env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE") or "1"
-    try:
-        return max(int(rank), 0), max(int(size), 1)
-    except ValueError:
-        return 0, 1
-
-
-def resolve_metrics_path(
-    log_dir: str | os.PathLike[str] | None,
-    log_file: str | os.PathLike[str] | None,
-    rank: int,
-    world_size: int,
-) -> Path:
-    """Where this rank writes.
-
-    ``log_dir`` names a run directory (``logs/exp001``); ``log_file`` names a file
-    (the origin article's ``logs/exp001/metrics.jsonl``). With several ranks each
-    rank gets its own file beside the named one, never a shared file.
-    """
-    if log_file is not None:
-        path = Path(log_file)
-        if world_size <= 1 and rank == 0:
-            return path
-        stem = path.name[: -len(METRICS_SUFFIX)] if path.name.endswith(METRICS_SUFFIX) else path.stem
-        return path.with_name(metrics_filename(rank, world_size, stem or DEFAULT_STEM))
-    if log_dir is None:
-        raise ValueError("give a run directory (log_dir='logs/exp001') or a file (log_file=...)")
-    return Path(log_dir) / metrics_filename(rank, world_size)
 
 
 class MetricsWriter:
@@ -388,8 +347,8 @@ class MetricsWriter:
             queued = sum(1 for item in list(self._pending) if type(item) is tuple and len(item) == 3)
             self._unwritten = self._inflight + queued
             meta = dict(self._meta)
-            meta.update(_encode_meta(final))
-            note = _give_up_note(self._unwritten, when)
+            meta.update(encode_meta(final))
+            note = give_up_note(self._unwritten, when)
             self._meta["writer_note"] = note
             meta["writer_note"] = note
             self._count_into(meta)
@@ -468,35 +427,18 @@ class MetricsWriter:
         run_name: str | None,
         extra: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        previous = read_json(self.meta_path)
-        segment = self._claim.segment
-        now = time.time()
-        first_start = previous.get("first_start_time")
-        if isinstance(first_start, bool) or not isinstance(first_start, (int, float)) or not math.isfinite(first_start):
-            first_start = now
-        meta: dict[str, Any] = {
-            "schema": SCHEMA_VERSION,
-            "name": run_name or self.path.parent.name,
-            "status": "running",
-            "reason": None,
-            "start_time": now,
-            "first_start_time": first_start,
-            "end_time": None,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "argv": _safe_argv(sys.argv),
-            "python": sys.version.split()[0],
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "segment": segment,
-            "metrics_file": self.path.name,
-            "config": _encode_meta(dict(config or {})),
-            "dropped_records": 0,
-            "drop_causes": dict.fromkeys(DROP_CAUSES, 0),
-            "writer_note": None,
-        }
-        meta.update(_encode_meta(dict(extra or {})))
-        return meta
+        return initial_meta(
+            read_json(self.meta_path),
+            MetaFields(
+                name=run_name or self.path.parent.name,
+                rank=self.rank,
+                world_size=self.world_size,
+                segment=self._claim.segment,
+                metrics_file=self.path.name,
+            ),
+            config,
+            extra,
+        )
 
     # ------------------------------------------------------------ writer thread
     def _run(self) -> None:
@@ -567,7 +509,7 @@ class MetricsWriter:
                 continue
             kind, payload = item
             if kind == "meta":
-                self._meta.update(_encode_meta(payload))
+                self._meta.update(encode_meta(payload))
                 meta_changed = True
             elif kind == "flush":
                 events.append(payload)
@@ -597,7 +539,7 @@ class MetricsWriter:
         self._unwritten = sum(1 for item in rest if type(item) is tuple and len(item) == 3)
         for item in rest:
             if type(item) is tuple and len(item) == 2 and item[0] == "meta":
-                self._meta.update(_encode_meta(item[1]))
+                self._meta.update(encode_meta(item[1]))
 
     def _encode(self, step: int | None, stamp: float, metrics: Mapping[str, Any]) -> bytes | None:
         """One record as a line; a value that cannot be written leaves only its key out (warned once per key)."""
@@ -717,7 +659,7 @@ class MetricsWriter:
 
     def _finish(self) -> None:
         if self._abandoned:  # returned after close() gave up: the true counts first, the process may be exiting
-            self._meta["writer_note"] = _give_up_note(self._unwritten, self._gave_up, "left in the queue ")
+            self._meta["writer_note"] = give_up_note(self._unwritten, self._gave_up, "left in the queue ")
             self._write_meta()
         if self._fd is not None:
             with contextlib.suppress(OSError):
@@ -728,11 +670,6 @@ class MetricsWriter:
         self._write_meta()
         with self._meta_lock:
             self._finished = True
-
-
-def _give_up_note(unwritten: int, when: str, which: str = "") -> str:
-    """The metadata's ``writer_note`` when close() gave up on the writer thread."""
-    return f"close() gave up on the writer thread {when}: {unwritten:,} records {which}were not written"
 
 
 def _upload_options(upload: Any) -> Any:
@@ -751,13 +688,6 @@ def _start_shipper(path: Path, options: Any) -> Any:
     from monitor_cb.storage.shipper import Shipper
 
     return Shipper(path.parent, options, files=lambda: [path]).start()
-
-
-def _safe_argv(argv: list[str]) -> list[str]:
-    """The command line for the metadata, with URL credentials and the SDK's secret values masked."""
-    from monitor_cb.storage.urls import redact_credentials
-
-    return [redact_credentials(arg) for arg in argv]
 
 
 def _fixed_value(value: Any) -> tuple[Any, str]:
@@ -794,14 +724,6 @@ def _check_time(t: Any) -> float:
     if isinstance(t, (bool, str)) or not math.isfinite(stamp):
         raise ValueError(f"t must be a finite number of Unix seconds, got {t!r}")
     return stamp
-
-
-def _encode_meta(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata values as JSON: what cannot be a number is kept as its text (it is only shown)."""
-    try:
-        return encode_value(dict(fields), fallback=str)  # the full path: ints beyond 64 bits checked too
-    except Exception as exc:  # noqa: BLE001 - a hostile object's __str__ or a broken mapping
-        return {"unreadable_fields": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def _ends_without_newline(path: Path) -> bool:

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from monitor_cb.record import decode_record
-from monitor_cb.train.writer import MetricsWriter, MonitorWarning, resolve_metrics_path
+from monitor_cb.train.run_meta import resolve_metrics_path
+from monitor_cb.train.writer import MetricsWriter, MonitorWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 
