@@ -243,7 +243,13 @@ def test_ctrl_c_during_a_long_drain_stops_it_and_the_metadata_counts_what_was_le
         with MetricsWriter(sys.argv[1]) as writer:
             for step in range(150_000):
                 writer.log(step=step, loss=1.0, note="x" * 100)
-            print("closing", flush=True)
+            drain = writer._wait_for_thread
+
+            def announced(timeout):  # said from inside close(), so the Ctrl-C lands in the drain
+                print("closing", flush=True)
+                return drain(timeout)
+
+            writer._wait_for_thread = announced
     """
     run = tmp_path / "interrupted"
     proc = subprocess.Popen(
