@@ -7,7 +7,9 @@ SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localh
 This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
-is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); with
+is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); the
+page's HTML preloads Streamlit's Plotly module (:mod:`monitor_cb.dashboard.preload`); at start a thread
+lists the log root and reads its newest run while the first browser loads the page (``_prewarm``); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
 ``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.dashboard.tokenguard`), and
 the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,11 @@ from pages.settings_page import settings_page
 
 # The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+# Streamlit's lazily loaded modules every page needs at once (:mod:`monitor_cb.dashboard.preload`)
+PRELOAD = ("PlotlyChart.",)
+# "off" turns either aid off (bench/bench_tensorboard.py --before-after compares; a root to read only on demand)
+ENV_PREWARM, ENV_PRELOAD, OFF = "MONITOR_PREWARM", "MONITOR_PRELOAD", ("off", "0", "false", "no")
+STREAMLIT_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"  # its built, hashed modules
 
 
 def main() -> None:
@@ -82,7 +90,18 @@ async def _lifespan(_app: Any) -> AsyncIterator[None]:
     PagesManager.uses_pages_directory = False
     if _TOKEN:
         _print_token_links(_TOKEN)
+    if os.environ.get(ENV_PREWARM, "on").strip().lower() not in OFF:
+        threading.Thread(target=_prewarm, name="monitor-cb-prewarm", daemon=True).start()
     yield
+
+
+def _prewarm() -> None:
+    """The log root's first listing and the newest run's first read, while the first browser still loads the
+    page's bundles (see :func:`pages._shared.prewarm`); a failure is the first page's to say, not the server's."""
+    from pages._shared import log_root, prewarm
+
+    with contextlib.suppress(Exception):  # the page reads the root again and shows the error
+        prewarm(str(log_root()))
 
 
 def _print_token_links(token: str) -> None:
@@ -103,6 +122,13 @@ def _print_token_links(token: str) -> None:
     print("\n  The dashboard needs a token. Open it with:\n" + "\n".join(lines) + "\n", file=sys.stderr, flush=True)
 
 
+def _preloads() -> list[str]:
+    """The modules the page's HTML preloads (none with ``$MONITOR_PRELOAD=off``)."""
+    from monitor_cb.dashboard.preload import chunk_hrefs
+
+    return [] if os.environ.get(ENV_PRELOAD, "on").strip().lower() in OFF else chunk_hrefs(STREAMLIT_JS, PRELOAD)
+
+
 _TOKEN: str | None = None  # the token every request needs (server side only), None for an open dashboard
 
 if __name__ == "__main__":
@@ -111,6 +137,7 @@ else:
     from starlette.middleware import Middleware
 
     from monitor_cb.dashboard.hostguard import HostGuard
+    from monitor_cb.dashboard.preload import ModulePreload
     from monitor_cb.dashboard.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
     # Read once and taken out of the environment: processes the dashboard starts (the demo) need not see it.
@@ -120,6 +147,8 @@ else:
         middleware=[
             Middleware(HostGuard, patterns=_allowed_hosts),
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+            # Streamlit's Plotly module fetched with the page, not after the first chart arrives
+            Middleware(ModulePreload, hrefs=_preloads()),
         ],
         lifespan=_lifespan,
     )
