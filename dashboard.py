@@ -9,7 +9,8 @@ pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` belo
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
 is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); the
 page's HTML preloads Streamlit's Plotly module (:mod:`monitor_cb.dashboard.preload`); at start a thread
-lists the log root and reads its newest run while the first browser loads the page (``_prewarm``); with
+imports the pages, lists the log root and reads its newest run while the first browser loads the page
+(``_warm_up``; the port answers before the pages are imported); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
 ``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.dashboard.tokenguard`), and
 the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
@@ -29,12 +30,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages.compare_page import compare_page
-from pages.live_page import live_page
-from pages.replay_page import replay_page
-from pages.runs_page import runs_page
-from pages.settings_page import settings_page
-
+PAGES = ("pages.live_page", "pages.compare_page", "pages.replay_page", "pages.runs_page", "pages.settings_page")
 # The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
 # Streamlit's lazily loaded modules every page needs at once (:mod:`monitor_cb.dashboard.preload`)
@@ -50,6 +46,12 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
+    from pages.compare_page import compare_page
+    from pages.live_page import live_page
+    from pages.replay_page import replay_page
+    from pages.runs_page import runs_page
+    from pages.settings_page import settings_page
+
     st.set_page_config(page_title="Training monitor", page_icon=str(FAVICON), layout="wide")
     page = st.navigation(
         [
@@ -90,14 +92,28 @@ async def _lifespan(_app: Any) -> AsyncIterator[None]:
     PagesManager.uses_pages_directory = False
     if _TOKEN:
         _print_token_links(_TOKEN)
-    if os.environ.get(ENV_PREWARM, "on").strip().lower() not in OFF:
-        threading.Thread(target=_prewarm, name="monitor-cb-prewarm", daemon=True).start()
+    if os.environ.get(ENV_PREWARM, "on").strip().lower() in OFF:
+        _import_pages()  # before the port answers, and nothing read until a page asks
+    else:
+        threading.Thread(target=_warm_up, name="monitor-cb-warm-up", daemon=True).start()
     yield
 
 
-def _prewarm() -> None:
-    """The log root's first listing and the newest run's first read, while the first browser still loads the
-    page's bundles (see :func:`pages._shared.prewarm`); a failure is the first page's to say, not the server's."""
+def _import_pages() -> None:
+    """The pages' modules and the libraries they import (about 0.8 s), so the first script run need not."""
+    import importlib
+
+    with contextlib.suppress(Exception):  # the script run imports them again and shows any error
+        for name in PAGES:
+            importlib.import_module(name)
+
+
+def _warm_up() -> None:
+    """What the first script run needs, made while the first browser still loads the page's bundles (about two
+    seconds): the pages' modules, so the port answers without waiting for them; then the log root's first listing
+    and the newest run's first read (see :func:`pages._shared.prewarm`). A failure is the first page's to say,
+    not the server's. ``$MONITOR_PREWARM=off``: none of this (the pages are imported before the port answers)."""
+    _import_pages()
     from pages._shared import log_root, prewarm
 
     with contextlib.suppress(Exception):  # the page reads the root again and shows the error
