@@ -1,4 +1,4 @@
-"""The page's HTML preloads Streamlit's Plotly module; nothing else the server sends is touched."""
+"""The page's HTML loads Streamlit's Plotly module; nothing else the server sends is touched."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from monitor_cb.dashboard.preload import HTML_CAP, ModulePreload, chunk_hrefs, w
 
 PAGE = b'<html><head>\n<script type="module" src="./static/js/index.abc.js"></script>\n</head><body></body></html>'
 HREF = "./static/js/PlotlyChart.D9Z0_fxz.js"
-LINK = b'<link rel="modulepreload" crossorigin href="./static/js/PlotlyChart.D9Z0_fxz.js">'
+LINK = b'<script type="module" crossorigin src="./static/js/PlotlyChart.D9Z0_fxz.js"></script>'
 
 
 class App:
@@ -77,9 +77,11 @@ def test_an_html_body_past_the_cap_goes_out_as_it_came() -> None:
     assert dict(start["headers"])[b"content-length"] == str(len(body)).encode()
 
 
-def test_a_module_already_preloaded_is_not_linked_twice() -> None:
+def test_a_module_the_page_already_names_is_not_added_twice() -> None:
     page = PAGE.replace(b"</head>", LINK + b"</head>")
     assert with_preloads(page, [HREF]) == page
+    preloaded = PAGE.replace(b"</head>", f'<link rel="modulepreload" href="{HREF}"></head>'.encode())
+    assert with_preloads(preloaded, [HREF]) == preloaded
 
 
 def test_hrefs_are_the_built_modules_with_that_prefix(tmp_path: Path) -> None:
