@@ -1,6 +1,7 @@
 """Benchmark: one MindFormers TensorBoard run opened in TensorBoard and in the project, both in one run.
 
-Usage: ``.venv/bin/python bench/bench_tensorboard.py [--steps 1000000] [--data DIR] [--no-browser]``
+Usage: ``.venv/bin/python bench/bench_tensorboard.py [--steps 1000000] [--data DIR] [--no-browser] [--jsonl]
+[--breakdown] [--before-after] [--rounds N]``
 
 The data: ``--steps`` steps written by tensorboardX with MindFormers' tag names (``loss`` and
 ``grad-norm`` every step, ``learning-rate`` every 10; ``SummaryWriter(dir, max_queue=10000)``), one
@@ -24,6 +25,13 @@ Printed, in one run:
 * the floor of both tools: the same measurements on a 1,000-step run (what starting the server and
   the page costs whatever the data: Streamlit's server and bundles and first websocket against
   TensorBoard's), so what the data itself adds can be told apart.
+* with ``--breakdown``, where the project's time goes, each moment from the server's start: the port
+  answers, Chromium launched, the HTML and Streamlit's bundles loaded, the websocket open, the first
+  script run's start, first element, loss figure and end (the websocket's frames parsed as Streamlit's
+  ``ForwardMsg``), Streamlit's Plotly chunk loaded, the chart drawn;
+* with ``--before-after``, each project figure also without the server's first-chart aids
+  (``MONITOR_PREWARM=off MONITOR_PRELOAD=off``: no listing and read at start, no Plotly module with the
+  page), measured just before it; ``--rounds N`` repeats each pair N times in turn and prints medians.
 
 The machine is shared: ``uptime``'s load is printed with the figures.
 """
@@ -36,6 +44,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -270,31 +279,51 @@ def print_breakdown(label: str, marks: dict[str, Any]) -> None:
 def project_pair(
     args: argparse.Namespace, label: str, root: Path, steps: int, log: Path, run: str = RUN, cold: bool = False
 ) -> tuple[float, float | None]:
-    """The project's time as shipped and, with ``--before-after``, first without the server's first-chart
-    aids (``MONITOR_PREWARM=off MONITOR_PRELOAD=off``): ``(as shipped, without or None)``; each printed, with
+    """The project's time as shipped and, with ``--before-after``, just before it without the server's first-chart
+    aids (``MONITOR_PREWARM=off MONITOR_PRELOAD=off``), ``--rounds`` times in turn (a shared machine's load
+    drifts: pairs side by side, then medians): ``(as shipped, without or None)``, each measurement printed, with
     its phases under ``--breakdown``. ``cold``: the columnar cache is removed before each."""
-    before = None
-    if args.before_after:
-        if cold:
-            clear_cache(root)
-        marks: dict[str, Any] = {}
-        os.environ.update({"MONITOR_PREWARM": "off", "MONITOR_PRELOAD": "off"})
-        try:
-            before = project_time(root, steps, log.with_name(log.stem + "-before.log"), run, marks)
-        finally:
-            os.environ.pop("MONITOR_PREWARM", None)
-            os.environ.pop("MONITOR_PRELOAD", None)
-        print(f"project, {label}, without the aids: -> loss chart at step {steps:,}: {before:.2f} s ({load()})")
-        if args.breakdown:
-            print_breakdown(f"{label}, without the aids", marks)
-    if cold:
-        clear_cache(root)
-    marks = {}
-    took = project_time(root, steps, log, run, marks)
-    print(f"project, {label}: server start -> loss chart at step {steps:,}: {took:.2f} s ({load()})")
-    if args.breakdown:
-        print_breakdown(label, marks)
-    return took, before
+    variants = (["without the aids"] if args.before_after else []) + [""]
+    took: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(max(1, args.rounds)):
+        for variant in variants:
+            if cold:
+                clear_cache(root)
+            marks: dict[str, Any] = {}
+            if variant:
+                os.environ.update({"MONITOR_PREWARM": "off", "MONITOR_PRELOAD": "off"})
+            try:
+                name = log.with_name(log.stem + ("-before" if variant else "") + log.suffix)
+                took[variant].append(project_time(root, steps, name, run, marks))
+            finally:
+                os.environ.pop("MONITOR_PREWARM", None)
+                os.environ.pop("MONITOR_PRELOAD", None)
+            what = f"{label}, {variant}" if variant else label
+            at = took[variant][-1]
+            print(f"project, {what}: server start -> loss chart at step {steps:,}: {at:.2f} s ({load()})")
+            if args.breakdown and args.rounds > 1:
+                print(f"    {phase_line(marks)}")
+            elif args.breakdown:
+                print_breakdown(what, marks)
+    if args.rounds > 1:
+        for variant in variants:
+            times = ", ".join(f"{t:.2f}" for t in took[variant])
+            what = f"{label}, {variant}" if variant else label
+            print(f"  median, {what}: {statistics.median(took[variant]):.2f} s ({times})")
+    before = statistics.median(took[variants[0]]) if args.before_after else None
+    return statistics.median(took[""]), before
+
+
+def phase_line(marks: dict[str, Any]) -> str:
+    """One line of phases: the port, Chromium to the websocket, websocket to the loss figure, figure to drawn."""
+    got = {k: marks.get(k) for k in ("port", "browser", "ws_open", "chart_delta", "drawn")}
+    if None in got.values():
+        return "phases: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items() if v is not None)
+    return (
+        f"port {got['port']:.2f} s, Chromium -> websocket {got['ws_open'] - got['browser']:.2f} s, "
+        f"websocket -> loss figure {got['chart_delta'] - got['ws_open']:.2f} s, figure -> drawn "
+        f"{got['drawn'] - got['chart_delta']:.2f} s"
+    )
 
 
 def load() -> str:
@@ -314,6 +343,7 @@ def main() -> int:
         action="store_true",
         help="each project figure also without the server's first-chart aids (MONITOR_PREWARM/PRELOAD=off)",
     )
+    parser.add_argument("--rounds", type=int, default=1, help="each project figure this many times (medians)")
     parser.add_argument(
         "--breakdown", action="store_true", help="where the project's time goes: server, bundles, websocket, script run"
     )
@@ -353,12 +383,10 @@ def main() -> int:
         jsonl_root = base / "jsonl"
         if not (jsonl_root / JSONL_RUN / "metrics.jsonl").exists():
             BigRun(jsonl_root, args.steps)
-        clear_cache(jsonl_root)
-        own = project_time(jsonl_root, args.steps, logs / "project-jsonl.log", JSONL_RUN)
-        print(
-            f"project, JSONL run of {args.steps:,} steps, fresh server, no cache: {own:.2f} s; "
-            f"ratio to TensorBoard on the same steps {own / tb:.2f} ({load()})"
-        )
+        label = f"JSONL run of {args.steps:,} steps, fresh server, no cache"
+        own, own_before = project_pair(args, label, jsonl_root, args.steps, logs / "project-jsonl.log", JSONL_RUN, True)
+        without = "" if own_before is None else f", without the aids {own_before / tb:.2f}"
+        print(f"JSONL run: ratio to TensorBoard on the same steps {own / tb:.2f}{without} ({load()})")
     if not args.no_floor:
         small = base / "small"
         write_events(small / RUN, 1000)
