@@ -8,7 +8,7 @@ This file is two things. Run by Streamlit's script runner (``__name__ == "__main
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
 is refused (:mod:`monitor_cb.dashboard.hostguard`; Streamlit itself checks only the WebSocket); the
-page's HTML preloads Streamlit's Plotly module (:mod:`monitor_cb.dashboard.preload`); at start a thread
+page's HTML loads Streamlit's Plotly module at once (:mod:`monitor_cb.dashboard.preload`); at start a thread
 imports the pages, lists the log root and reads its newest run while the first browser loads the page
 (``_warm_up``; the port answers before the pages are imported); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
@@ -139,7 +139,7 @@ def _print_token_links(token: str) -> None:
 
 
 def _preloads() -> list[str]:
-    """The modules the page's HTML preloads (none with ``$MONITOR_PRELOAD=off``)."""
+    """The modules the page's HTML loads at once (none with ``$MONITOR_PRELOAD=off``)."""
     from monitor_cb.dashboard.preload import chunk_hrefs
 
     return [] if os.environ.get(ENV_PRELOAD, "on").strip().lower() in OFF else chunk_hrefs(STREAMLIT_JS, PRELOAD)
@@ -163,7 +163,7 @@ else:
         middleware=[
             Middleware(HostGuard, patterns=_allowed_hosts),
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
-            # Streamlit's Plotly module fetched with the page, not after the first chart arrives
+            # Streamlit's Plotly module loaded and run with the page, not after the first chart arrives
             Middleware(ModulePreload, hrefs=_preloads()),
         ],
         lifespan=_lifespan,
