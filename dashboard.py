@@ -7,7 +7,10 @@ SSH tunnel: ``ssh -N -L 8501:127.0.0.1:8501 user@host``, then open http://localh
 This file is two things. Run by Streamlit's script runner (``__name__ == "__main__"``) it draws the
 pages. Imported by ``streamlit run`` (which finds the ``app = st.App(...)`` below and serves it),
 it is the server: every HTTP request and WebSocket whose ``Host`` is not in ``server.allowedHosts``
-is refused (:mod:`monitor_cb.views.hostguard`; Streamlit itself checks only the WebSocket); with
+is refused (:mod:`monitor_cb.views.hostguard`; Streamlit itself checks only the WebSocket); the
+page's HTML loads Streamlit's Plotly module at once (:mod:`monitor_cb.views.preload`); at start a thread
+imports the pages, lists the log root and reads its newest run while the first browser loads the page
+(``_warm_up``; the port answers before the pages are imported); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
 ``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.views.tokenguard`), and
 the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
@@ -20,20 +23,21 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from pages.compare_page import compare_page
-from pages.live_page import live_page
-from pages.replay_page import replay_page
-from pages.runs_page import runs_page
-from pages.settings_page import settings_page
-
+PAGES = ("pages.live_page", "pages.compare_page", "pages.replay_page", "pages.runs_page", "pages.settings_page")
 # The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+# Streamlit's lazily loaded modules every page needs at once (:mod:`monitor_cb.views.preload`)
+PRELOAD = ("PlotlyChart.",)
+# "off" turns either aid off (bench/bench_tensorboard.py --before-after compares; a root to read only on demand)
+ENV_PREWARM, ENV_PRELOAD, OFF = "MONITOR_PREWARM", "MONITOR_PRELOAD", ("off", "0", "false", "no")
+STREAMLIT_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"  # its built, hashed modules
 
 
 def main() -> None:
@@ -42,6 +46,12 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
+    from pages.compare_page import compare_page
+    from pages.live_page import live_page
+    from pages.replay_page import replay_page
+    from pages.runs_page import runs_page
+    from pages.settings_page import settings_page
+
     st.set_page_config(page_title="Training monitor", page_icon=str(FAVICON), layout="wide")
     page = st.navigation(
         [
@@ -82,7 +92,32 @@ async def _lifespan(_app: Any) -> AsyncIterator[None]:
     PagesManager.uses_pages_directory = False
     if _TOKEN:
         _print_token_links(_TOKEN)
+    if os.environ.get(ENV_PREWARM, "on").strip().lower() in OFF:
+        _import_pages()  # before the port answers, and nothing read until a page asks
+    else:
+        threading.Thread(target=_warm_up, name="monitor-cb-warm-up", daemon=True).start()
     yield
+
+
+def _import_pages() -> None:
+    """The pages' modules and the libraries they import (about 0.8 s), so the first script run need not."""
+    import importlib
+
+    with contextlib.suppress(Exception):  # the script run imports them again and shows any error
+        for name in PAGES:
+            importlib.import_module(name)
+
+
+def _warm_up() -> None:
+    """What the first script run needs, made while the first browser still loads the page's bundles (about two
+    seconds): the pages' modules, so the port answers without waiting for them; then the log root's first listing
+    and the newest run's first read (see :func:`pages._shared.prewarm`). A failure is the first page's to say,
+    not the server's. ``$MONITOR_PREWARM=off``: none of this (the pages are imported before the port answers)."""
+    _import_pages()
+    from pages._shared import log_root, prewarm
+
+    with contextlib.suppress(Exception):  # the page reads the root again and shows the error
+        prewarm(str(log_root()))
 
 
 def _print_token_links(token: str) -> None:
@@ -103,6 +138,13 @@ def _print_token_links(token: str) -> None:
     print("\n  The dashboard needs a token. Open it with:\n" + "\n".join(lines) + "\n", file=sys.stderr, flush=True)
 
 
+def _preloads() -> list[str]:
+    """The modules the page's HTML loads at once (none with ``$MONITOR_PRELOAD=off``)."""
+    from monitor_cb.views.preload import chunk_hrefs
+
+    return [] if os.environ.get(ENV_PRELOAD, "on").strip().lower() in OFF else chunk_hrefs(STREAMLIT_JS, PRELOAD)
+
+
 _TOKEN: str | None = None  # the token every request needs (server side only), None for an open dashboard
 
 if __name__ == "__main__":
@@ -111,6 +153,7 @@ else:
     from starlette.middleware import Middleware
 
     from monitor_cb.views.hostguard import HostGuard
+    from monitor_cb.views.preload import ModulePreload
     from monitor_cb.views.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
     # Read once and taken out of the environment: processes the dashboard starts (the demo) need not see it.
@@ -120,6 +163,8 @@ else:
         middleware=[
             Middleware(HostGuard, patterns=_allowed_hosts),
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+            # Streamlit's Plotly module loaded and run with the page, not after the first chart arrives
+            Middleware(ModulePreload, hrefs=_preloads()),
         ],
         lifespan=_lifespan,
     )

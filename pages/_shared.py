@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,7 +60,38 @@ def settings_access() -> Any:
 def _store(root: str) -> Any:
     from monitor_cb.ingest import RunStore
 
-    return RunStore(root)
+    with _PREWARM_LOCK:
+        store = _PREWARMED.pop(root, None)
+    return store if store is not None else RunStore(root)
+
+
+# The store that :func:`prewarm` made at server start, handed to the first session (once, then it is cached).
+_PREWARMED: dict[str, Any] = {}
+_PREWARM_LOCK = threading.Lock()
+
+
+def prewarm(root: str) -> None:
+    """At server start (a thread of ``dashboard.py``'s lifespan): the root's first listing and the first read of
+    the run a fresh page opens (the newest), into the store the pages will use.
+
+    This overlaps with the browser loading Streamlit's bundles and opening its websocket (about two seconds
+    on this machine), instead of starting when the first script run does: a 1M-step run's first listing and
+    read is most of the first chart's wait. A run too long to read at once starts its background read here
+    (the page shows its progress). Errors are left to the page, which says them where the user looks.
+    """
+    from monitor_cb.ingest import RunStore
+    from monitor_cb.views.live import drawn_rank
+
+    store = RunStore(root)
+    with _PREWARM_LOCK:
+        _PREWARMED.setdefault(root, store)
+    runs = store.list_runs()
+    run_id = pick_run([r.id for r in runs], None)
+    if run_id is None:
+        return
+    run = next(r for r in runs if r.id == run_id)
+    if store.load_progress(run_id) is None:  # else its background read started: nothing to wait for here
+        store.read(run_id, rank=drawn_rank(run.ranks))
 
 
 @st.cache_resource(show_spinner=False)
