@@ -86,7 +86,7 @@ def open_regular(
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFileError(path, f"is not a regular file ({_kind(st.st_mode)})")
+            raise UnsafeFileError(path, f"is not a regular file ({file_kind(st.st_mode)})")
         yield fd, st
     finally:
         os.close(fd)
@@ -184,7 +184,8 @@ def is_regular(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words ("a FIFO", "a device", ...), for the notes that name it."""
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):

@@ -19,6 +19,7 @@ from monitor_cb.importers.mindformers_log import is_mindformers_log_dir
 from monitor_cb.importers.tensorboard import is_tensorboard_run
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import METRICS_SUFFIX
+from monitor_cb.rootfile import file_kind
 
 DEFAULT_MAX_DEPTH = 3  # logs/<group>/<sub>/<run>
 
@@ -100,16 +101,7 @@ def _scan(directory: Path, root: Path, skipped: dict[str, str] | None = None) ->
 
 
 def _kind(path: Path) -> str:
-    import stat
-
     try:
-        mode = os.stat(path).st_mode
+        return file_kind(os.stat(path).st_mode)
     except OSError:
         return "a dangling link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a file"

@@ -16,6 +16,7 @@ from typing import Any
 
 from monitor_cb.masking import MASK, mask_url
 from monitor_cb.storage.urls import redact_credentials
+from monitor_cb.train.train_config import CELL_NOISE
 
 # The YAML sections that describe a MindFormers run, kept whole (masked); ``model`` is summarised.
 MINDFORMERS_SECTIONS = (
@@ -33,21 +34,6 @@ _MODEL_SKIP = {"parallel_config", "moe_config", "quant_config", "pipeline_stage"
 _SECRET_KEY = re.compile(r"secret|passw|(^|hf_|access_|auth_|api_)token$|api_?key|access_?key|credential", re.I)
 _PATH_KEY = re.compile(r"(dir|path|file|ckpt|checkpoint)(_or_path)?$|^load_checkpoint$", re.I)
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
-# Attributes every MindSpore Cell carries, which say nothing about the object.
-_OBJECT_NOISE = {
-    "training",
-    "requires_grad",
-    "phase",
-    "cell_type",
-    "enable_hook",
-    "bprop_debug",
-    "is_check",
-    "is_top_cell",
-    "arguments_key",
-    "grad_ops_label",
-    "has_bprop",
-    "math_pi",
-}
 _MAX_DEPTH = 8
 _MAX_ITEMS = 200
 _MAX_TEXT = 500
@@ -191,7 +177,7 @@ def _object_summary(value: Any, depth: int) -> Any:
     scalars = {
         k: v
         for k, v in list(attrs.items())[:_MAX_ITEMS]
-        if not k.startswith("_") and k not in _OBJECT_NOISE and isinstance(v, (bool, int, float, str))
+        if not k.startswith("_") and k not in CELL_NOISE and isinstance(v, (bool, int, float, str))
     }
     return {"type": name, **scalars} if scalars else name
 

@@ -27,7 +27,7 @@ OPTIMIZER_ATTRS = (
     "use_amsgrad",
 )
 # Attributes every Cell carries, which say nothing about a schedule.
-_CELL_NOISE = {
+CELL_NOISE = {
     "training",
     "requires_grad",
     "phase",
@@ -102,7 +102,7 @@ def _schedule_args(cell: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with contextlib.suppress(Exception):
         for name, value in vars(cell).items():
-            if name.startswith("_") or name in _CELL_NOISE or len(out) >= _MAX_ATTRS:
+            if name.startswith("_") or name in CELL_NOISE or len(out) >= _MAX_ATTRS:
                 continue
             scalar = _scalar(value)
             if scalar is not None:
