@@ -279,8 +279,12 @@ def _data_share(details: dict[str, Any]) -> float | None:
     return float(np.clip(details["extra_wait"] / extra_step, 0.0, 1.0))
 
 
+def _when(start: int, end: int, ongoing: bool) -> str:
+    return f"since step {fmt_step(start)}" if ongoing else f"from step {fmt_step(start)} to {fmt_step(end)}"
+
+
 def _straggler_finding(
-    m: Any,
+    m: RankMatrix,
     rank: int,
     span: np.ndarray,
     details: dict[str, Any],
@@ -289,7 +293,7 @@ def _straggler_finding(
 ) -> Finding:
     start, end = int(m.steps[span[0]]), int(m.steps[span[-1]])
     where = _where(rank, places)
-    when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
+    when = _when(start, end, details["ongoing"])
     share = details["data_share"]
     pipeline = (
         "the input pipeline on that host is the likely cause (slow disk or network storage, too few loader "
@@ -335,7 +339,7 @@ def _divergence_finding(
     start, end = int(m.steps[span[0]]), int(m.steps[span[-1]])
     metric = details["metric"]
     name = "local grad norm" if metric == "grad_norm" else metric
-    when = f"since step {fmt_step(start)}" if details["ongoing"] else f"from step {fmt_step(start)} to {fmt_step(end)}"
+    when = _when(start, end, details["ongoing"])
     direction = "above" if details["value"] > details["others"] else "below"
     what = (
         f"rank {rank}{_where(rank, places)}: {name} departs from the other ranks {when}: {fmt_num(details['value'])} "

@@ -56,8 +56,8 @@ def rate_series(frame: pd.DataFrame) -> tuple[Series | None, str]:
     return Series(s.rows[keep], s.steps[keep], s.values[keep]), unit
 
 
-def _rate_from_t(frame: pd.DataFrame) -> Series | None:
-    """Steps per second between consecutive train records, from their ``t`` (None without usable times)."""
+def _intervals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Consecutive train records with a time: (rows, steps, seconds between, steps between); None under 3."""
     t = column(frame, "t")
     if t is None:
         return None
@@ -65,7 +65,15 @@ def _rate_from_t(frame: pd.DataFrame) -> Series | None:
     rows = np.flatnonzero(train_rows(frame) & np.isfinite(t))
     if rows.size < 3:
         return None
-    dt, ds = np.diff(t[rows]), np.diff(steps[rows])
+    return rows, steps, np.diff(t[rows]), np.diff(steps[rows])
+
+
+def _rate_from_t(frame: pd.DataFrame) -> Series | None:
+    """Steps per second between consecutive train records, from their ``t`` (None without usable times)."""
+    found = _intervals(frame)
+    if found is None:
+        return None
+    rows, steps, dt, ds = found
     ok = (dt > 0) & (ds > 0)
     if ok.sum() < 3:
         return None
@@ -81,14 +89,10 @@ def record_times_problem(frame: pd.DataFrame) -> str | None:
     training step is that fast), or a median interval far shorter than the mean (records written in
     bursts: most come at once, then a long wait).
     """
-    t = column(frame, "t")
-    if t is None:
+    found = _intervals(frame)
+    if found is None:
         return None
-    steps = frame["step"].to_numpy()
-    rows = np.flatnonzero(train_rows(frame) & np.isfinite(t))
-    if rows.size < 3:
-        return None
-    dt, ds = np.diff(t[rows]), np.diff(steps[rows])
+    _, _, dt, ds = found
     forward = ds > 0
     dt, ds = dt[forward], ds[forward]
     if dt.size < 3:
