@@ -116,6 +116,17 @@ def read_capped(path: str | os.PathLike[str], cap: int, *, root: str | os.PathLi
         return b"".join(chunks)
 
 
+def read_tail(path: str | os.PathLike[str], size: int, *, root: str | os.PathLike[str] | None = None) -> bytes:
+    """The last ``size`` bytes of a regular file (all of it when shorter), opened as :func:`open_regular` does.
+
+    Raises:
+        FileNotFoundError, UnsafeFileError, OSError: as :func:`open_regular`.
+    """
+    with open_regular(path, root=root) as (fd, st):
+        start = max(st.st_size - size, 0)
+        return os.pread(fd, st.st_size - start, start)
+
+
 def read_json(path: str | os.PathLike[str], cap: int, *, root: str | os.PathLike[str] | None = None) -> Any:
     """A small JSON file read through :func:`read_capped`.
 

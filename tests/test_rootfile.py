@@ -14,6 +14,7 @@ from monitor_cb.rootfile import (
     open_regular,
     read_capped,
     read_json,
+    read_tail,
     temp_beside,
     write_atomic,
 )
@@ -123,3 +124,13 @@ def test_create_new_replaces_a_fifo_or_link(tmp_path):
         assert log.read_bytes() == b"out" and not log.is_symlink()
         log.unlink()
     assert victim.read_text() == "untouched"
+
+
+def test_read_tail_gives_the_last_bytes_and_refuses_a_fifo(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"step":1}\n{"step":2}\n')
+    assert read_tail(path, 11) == b'{"step":2}\n'
+    assert read_tail(path, 1000) == path.read_bytes()
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    with pytest.raises(UnsafeFileError, match="FIFO"):
+        read_tail(tmp_path / "fifo.jsonl", 10)

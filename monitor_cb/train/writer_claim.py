@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor_cb.record import METRICS_SUFFIX, SEG_LIMIT, meta_path_for
+from monitor_cb.rootfile import read_capped, read_tail
 
 MAX_WRITERS = 64  # metrics.jsonl, metrics.writer2.jsonl, ... metrics.writer64.jsonl
 HEARTBEAT_S = 30.0  # the live writer touches its lock file this often
@@ -273,25 +274,12 @@ def _segment_in(meta: dict[str, Any]) -> int:
 
 
 def read_regular(path: Path, cap: int, tail: bool = False) -> bytes | None:
-    """A regular file's bytes (its last ``cap`` with ``tail``); None for anything else.
-
-    Opened without blocking (a FIFO in place of the file) and checked to be a regular file
-    (a directory, a device); a file over ``cap`` bytes is refused unless ``tail``.
-    """
+    """A regular file's bytes (its last ``cap`` with ``tail``); None for anything else (missing, a FIFO,
+    a device, a folder, over ``cap`` bytes without ``tail``): :mod:`monitor_cb.rootfile`, never raising."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        return read_tail(path, cap) if tail else read_capped(path, cap)
+    except OSError:  # UnsafeFileError included
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (st.st_size > cap and not tail):
-            return None
-        start = max(st.st_size - cap, 0)
-        return os.pread(fd, st.st_size - start, start)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def read_json(path: Path) -> dict[str, Any]:
