@@ -201,7 +201,15 @@ def _episode_end(x: np.ndarray, onset: int, threshold: float, window: int) -> in
 
 
 def _finding(
-    frame: pd.DataFrame, s: Series, unit: str, onset: int, end: int, seen: int, level: float, need: float, settings
+    frame: pd.DataFrame,
+    s: Series,
+    unit: str,
+    onset: int,
+    end: int,
+    seen: int,
+    level: float,
+    need: float,
+    settings: DiagnosisSettings,
 ) -> Finding | None:
     x = s.values
     # the confirming points against the trend at the onset: what the threshold was judged on
