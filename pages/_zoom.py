@@ -106,12 +106,14 @@ export default function (component) {
   const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);
   if (firstMount) {
     // This code loads a moment after the page's first charts are drawn: a zoom made in that moment
-    // had nobody listening, so report any chart whose x range is not the automatic one. (On a
-    // page's first load the server has sent no range, so such a range is the user's.)
+    // had nobody listening, so report any chart whose x range is not the automatic one, unless the
+    // server set that range (layout.meta.server_x_range: a link's from/to): reporting it would only
+    // rerun the page.
     document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach((gd) => {
       const xa = gd._fullLayout && gd._fullLayout.xaxis;
       const key = chartKey(gd);
-      if (key && xa && xa.autorange === false && Array.isArray(xa.range)) {
+      const fromServer = gd.layout && gd.layout.meta && gd.layout.meta.server_x_range;
+      if (key && xa && !fromServer && xa.autorange === false && Array.isArray(xa.range)) {
         send("zoom", { chart: key, x0: xa.range[0], x1: xa.range[1] });
       }
     });

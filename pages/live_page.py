@@ -85,7 +85,14 @@ def live_page() -> None:
     settings = chart_controls(frame, selection.run.id)
     columns = frozenset(frame.columns) if frame is not None else frozenset()
     known = sidebar_state(runs, root)
-    live_fragment(store, selection.run.id, settings, selection.refresh_s, known, columns, about_run)
+    charts = st.container()
+    if frame is not None and len(frame):
+        # Below the charts, but registered before the fragment runs: a fragment run that reruns the page
+        # (a new metric, a zoom) ends the script before anything after it, which would drop the
+        # download the browser still shows (a click on it then did nothing).
+        chart_downloads(store, selection.run, list(frame.columns), settings)
+    with charts:
+        live_fragment(store, selection.run.id, settings, selection.refresh_s, known, columns, about_run)
 
 
 def sidebar_state(runs: Any, root: Any) -> tuple[frozenset[tuple[str, str]], bool]:
@@ -393,7 +400,6 @@ def _live_body(
     live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:
-        chart_downloads(data, settings, run.id)
         ranks_section(store, run, data, settings.x, settings.smoothing)
 
 
@@ -495,14 +501,18 @@ def show(data: LiveData) -> None:
     _findings.findings_list(data.findings)
 
 
-def chart_downloads(data: RunFrame, settings: ChartSettings, run_id: str) -> None:
+def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSettings) -> None:
     """ "Download chart data": the rows behind one chart (this run's drawn rank, the zoomed step range),
-    as CSV or Parquet, built only when a button is pressed."""
+    as CSV or Parquet, read and built only when a button is pressed.
+
+    Drawn by the page, not by the refreshing fragment: each run of the code drawing it registers a new
+    download and drops the old one, so a click that came as a refresh redrew it fetched a download that no
+    longer existed (nothing happened). The rows are read at the click: they hold what was logged by then."""
     from monitor_cb.views.chart_data import chart_rows
 
     titles = {p.key: p.title for p in PANELS}
     custom = (settings.custom_left, settings.custom_right)
-    charts = {k: panel_columns(k, data.frame.columns, custom) for k in settings.panels}
+    charts = {k: panel_columns(k, columns, custom) for k in settings.panels}
     charts = {k: cols for k, cols in charts.items() if cols}
     if not charts:
         return
@@ -513,7 +523,14 @@ def chart_downloads(data: RunFrame, settings: ChartSettings, run_id: str) -> Non
         key = key if key in charts else next(iter(charts))
         span = "the whole run" if steps == (None, None) else f"steps {steps[0] or 'first'}–{steps[1] or 'latest'}"
         st.caption(f"{', '.join(charts[key])} · {span} · NaN for a logged NaN, empty (null) for not logged")
-        rows = lambda: chart_rows(data.frame, data.masks, charts[key], steps)  # noqa: E731 - built on click
+        run_id, ranks, wanted = run.id, run.ranks, charts[key]
+
+        def rows() -> Any:
+            data = read_run(store, run_id, ranks, READ_MAX_AGE_S)
+            if data is None:
+                raise FileNotFoundError(f"the run {run_id} is no longer under the log root")
+            return chart_rows(data.frame, data.masks, wanted, steps)
+
         stem = f"{safe_file_stem(run_id)}-{key}"
         d1, d2 = st.columns(2)
         d1.download_button(

@@ -124,7 +124,7 @@ def _layout(xa: XAxis, options: ChartOptions, metric: str, many: bool = False) -
             "font": {"size": 11},
         }
         out["hovermode"] = "closest"
-        out["meta"] = {"highlight": True}
+        out["meta"] = {**out.get("meta", {}), "highlight": True}
     return out
 
 

@@ -56,6 +56,7 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
     """The layout :func:`apply_layout` sets, as a plain dict (titles are plain text, escaped here)."""
     # automargin: the margins grow to hold the tick labels, so a title never sits on them (a y title on
     # "1e12" ticks, rotated step ticks on the "step" title of a narrow side-by-side panel)
+    server_range = False
     xaxis: dict[str, Any] = {
         "title": {"text": escape_html(xa.title)},
         "type": "date" if xa.is_datetime else "linear",
@@ -72,6 +73,9 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             shown = [math.log10(lo), math.log10(hi)] if lo > 0 and hi > 0 else None
         if shown is not None:
             xaxis.update(range=shown, autorange=False)
+            # the page's chart listener reports a range it finds on a page's first charts as a zoom made
+            # before it listened; this one came from here (a zoom kept, a link's from/to), so it is not
+            server_range = True
     title, y2_title = labels.title, labels.y2
     layout: dict[str, Any] = {
         "template": compact_template(),
@@ -110,6 +114,8 @@ def layout_dict(xa: XAxis, options: ChartOptions, labels: Labels, *, log_y2: boo
             "zeroline": False,
             "exponentformat": "power",
         }
+    if server_range:
+        layout["meta"] = {"server_x_range": True}
     return {k: v for k, v in layout.items() if v is not None}
 
 

@@ -195,7 +195,10 @@ def test_x_range_and_uirevision():
     fig = dual_axis_figure(make_frame(), ["loss"], options=ChartOptions(x_range=(100, 900), uirevision="run-7"))
     assert tuple(fig.layout.xaxis.range) == (100, 900)
     assert fig.layout.uirevision == "run-7"
-    assert dual_axis_figure(make_frame(), ["loss"]).layout.xaxis.range is None
+    # marked as the server's, so the page's listener does not report it back as a user's zoom (a rerun)
+    assert fig.layout.meta == {"server_x_range": True}
+    auto = dual_axis_figure(make_frame(), ["loss"])
+    assert auto.layout.xaxis.range is None and auto.layout.meta is None
 
 
 @pytest.mark.parametrize("kind", ["time", "elapsed_min", "samples"])
