@@ -186,3 +186,34 @@ def drag_zoom(page: Any, key: str, frm: float, to: float) -> None:
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] * to, y + 2, steps=10)
     page.mouse.up()
+
+
+_COUNT_LEGEND_CLICKS = """
+(key) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  if (gd && !gd.__legendClicksCounted) {
+    gd.__legendClicksCounted = true;
+    gd.on('plotly_legendclick', () => { window.__legendClicks = (window.__legendClicks || 0) + 1; });
+  }
+  return window.__legendClicks || 0;
+}
+"""
+
+
+def legend_click_taken(page: Any, key: str, toggle: Any, done: Callable[[], bool] | None = None) -> bool:
+    """Click a legend entry of chart ``key`` once; whether Plotly took it (emitted ``plotly_legendclick``)
+    within 3 s, or ``done()`` already holds (a chart redrawn between counting and clicking is not counted).
+
+    A click on a legend being redrawn under the pointer never reaches Plotly; a person clicks again, and so
+    does a test polling this. A click Plotly took is never made twice, so losing it still fails the test."""
+    before = page.evaluate(_COUNT_LEGEND_CLICKS, key)
+    try:
+        toggle.click(force=True, timeout=1000)
+    except Exception:  # noqa: BLE001 - the entry was being redrawn ("not visible"): not taken
+        return False
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if page.evaluate(_COUNT_LEGEND_CLICKS, key) > before or (done is not None and done()):
+            return True
+        time.sleep(0.05)
+    return False

@@ -18,7 +18,15 @@ import pytest
 
 from monitor_cb.demo.samples import write_sample_runs
 from monitor_cb.train.writer import MetricsWriter
-from tests.browser.harness import REPO, browser_missing, chromium_page, drag_zoom, poll, streamlit_server
+from tests.browser.harness import (
+    REPO,
+    browser_missing,
+    chromium_page,
+    drag_zoom,
+    legend_click_taken,
+    poll,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOTS = Path(__file__).parent / "screenshots"
@@ -95,7 +103,8 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
 
         # a legend click in the first chart hides that run in every chart
         entry = page.locator(".st-key-chart_cmp_0 .legend .traces").first
-        entry.locator(".legendtoggle").first.click(force=True)
+        toggle = entry.locator(".legendtoggle").first
+        poll(lambda: legend_click_taken(page, "chart_cmp_0", toggle), 20, what="a legend click taken by Plotly")
         hidden = poll(
             lambda: [g for g, v in (groups(page, "chart_cmp_1") or {}).items() if v == "legendonly"],
             timeout=15,

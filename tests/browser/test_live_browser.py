@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 
 from monitor_cb.train.writer import MetricsWriter
-from tests.browser.harness import browser_missing, chart_state, chromium_page, drag_zoom, poll, streamlit_server
+from tests.browser.harness import (
+    browser_missing,
+    chart_state,
+    chromium_page,
+    drag_zoom,
+    legend_click_taken,
+    poll,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SHOTS = Path(__file__).parent / "screenshots"
@@ -92,7 +100,11 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
         # 3. hide lr through its legend entry
         entry = page.locator(f".st-key-{CHART} .legend .traces").filter(has_text=re.compile(r"^lr$"))
         toggle = entry.locator(".legendtoggle").first
-        poll(lambda: _legend_click_taken(page, toggle, "legendonly"), 20, what="a legend click taken by Plotly")
+        poll(
+            lambda: legend_click_taken(page, CHART, toggle, lambda: _lr_visible(page) == "legendonly"),
+            20,
+            what="a legend click taken by Plotly",
+        )
         poll(lambda: (chart_state(page, CHART, "lr") or {}).get("visible") == "legendonly", timeout=5, what="lr hidden")
 
         # 4. new points arrive through two refreshes: the zoom and the legend state hold
@@ -297,34 +309,8 @@ def _loss(page: Any) -> dict[str, Any]:
     return chart_state(page, CHART, "loss") or {}
 
 
-_COUNT_LEGEND_CLICKS = """
-(key) => {
-  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
-  if (gd && !gd.__legendClicksCounted) {
-    gd.__legendClicksCounted = true;
-    gd.on('plotly_legendclick', () => { window.__legendClicks = (window.__legendClicks || 0) + 1; });
-  }
-  return window.__legendClicks || 0;
-}
-"""
-
-
-def _legend_click_taken(page: Any, toggle: Any, want: Any) -> bool:
-    """Click the legend entry once; whether Plotly emitted ``plotly_legendclick`` for it within 3 s (or the
-    trace already shows the click: a chart redrawn between counting and clicking is not counted)."""
-    before = page.evaluate(_COUNT_LEGEND_CLICKS, CHART)
-    try:
-        toggle.click(force=True, timeout=1000)
-    except Exception:  # noqa: BLE001 - the entry was being redrawn ("not visible"): not taken
-        return False
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if page.evaluate(_COUNT_LEGEND_CLICKS, CHART) > before:
-            return True
-        if (chart_state(page, CHART, "lr") or {}).get("visible") == want:
-            return True
-        time.sleep(0.05)
-    return False
+def _lr_visible(page: Any) -> Any:
+    return (chart_state(page, CHART, "lr") or {}).get("visible")
 
 
 def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str, LiveRun]) -> None:
@@ -340,7 +326,11 @@ def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str,
             toggle = page.locator(entry).filter(has_text=re.compile(r"^lr$")).locator(".legendtoggle").first
             # A click that Plotly never took (the legend was being redrawn under the pointer: no
             # plotly_legendclick) is made again, as a person would; a click it took must hold.
-            poll(lambda t=toggle, w=want: _legend_click_taken(page, t, w), 20, what=f"click {attempt} taken by Plotly")
+            poll(
+                lambda t=toggle, w=want: legend_click_taken(page, CHART, t, lambda: _lr_visible(page) == w),
+                20,
+                what=f"click {attempt} taken by Plotly",
+            )
             last = run.write(10)
             poll(
                 lambda last=last, want=want: (
