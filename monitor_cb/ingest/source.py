@@ -152,6 +152,7 @@ class MetricsSource(TableSource):
         self.cache_hit = False  # the rows came from the cache (for tests and benchmarks)
         self._cache_checked = cache is None
         self._listed: tuple[Ident, SourceSummary, int] | None = None  # from the root's index: not read yet
+        self._peeked = False  # the listed summary is a peek (:mod:`monitor_cb.ingest.peek`), not the index's
 
     def poll(self, limit: int | None = None) -> int:
         """Read what is new (about ``limit`` bytes at most); returns the number of records taken (0 when idle)."""
@@ -195,13 +196,17 @@ class MetricsSource(TableSource):
         return taken
 
     # ------------------------------------------------------------------ listed from the root's index
-    def adopt_summary(self, ident: Ident, summary: SourceSummary) -> None:
-        """List this file from its summary until it changes or its rows are asked for (one stat per poll)."""
+    def adopt_summary(self, ident: Ident, summary: SourceSummary, peeked: bool = False) -> None:
+        """List this file from its summary until it changes or its rows are asked for (one stat per poll).
+
+        ``peeked``: the summary comes from the file's ends (:func:`monitor_cb.ingest.peek.peek_file`), not
+        from a complete read: it is never written to the root's index."""
         from monitor_cb.ingest.table import _VERSIONS
 
         with self.lock:
             if self.tail.offset == 0 and self.table.n == 0:
                 self._listed = (ident, summary, next(_VERSIONS))
+                self._peeked = peeked
 
     def _listed_unchanged(self) -> bool:
         from monitor_cb.ingest.summary_index import file_ident
@@ -217,11 +222,18 @@ class MetricsSource(TableSource):
         listed = self._listed
         return (listed[2],) if listed is not None else super().summary_version()
 
+    def grew_at(self, now: float) -> float | None:
+        """As a read file's, with a listed file's size as the baseline (so its first growth counts)."""
+        listed = self._listed
+        size = int(self.tail.size or 0) or (listed[0][2] if listed is not None else 0)
+        return self.growth.see(size, now)
+
     def ident(self) -> Ident | None:
-        """The file's identity as last read completely (None for remote files, or a file being read)."""
+        """The file's identity as last read completely (None for remote files, a file being read, or one only
+        peeked at)."""
         listed = self._listed
         if listed is not None:
-            return listed[0]
+            return None if self._peeked else listed[0]
         signature = getattr(self.tail, "_signature", None)
         return signature if signature is not None and len(signature) == 5 else None  # type: ignore[return-value]
 

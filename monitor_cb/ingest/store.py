@@ -24,6 +24,7 @@ from monitor_cb.ingest.dropnote import WriterDrops, writer_drops
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.mindformers_source import MINDFORMERS_LOG, MindFormersLogGroup
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
+from monitor_cb.ingest.peek import PEEK_MIN_BYTES, peek_file
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
@@ -107,6 +108,9 @@ class RunStore:
         clock: Unix time source (tests drive it).
         cache: keep the rows of settled prefixes in the columnar cache (:mod:`monitor_cb.ingest.colcache`):
             None follows ``$MONITOR_CACHE`` (on unless "off"), False never, True always, or the places to use.
+        peek_min_bytes: a local metrics file this large that no index describes is listed from its ends and
+            its line count (:mod:`monitor_cb.ingest.peek`) and parsed when its rows are asked for; None: parse
+            every file when listing it.
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class RunStore:
         bulk_min_bytes: int = BULK_MIN_BYTES,
         clock: Callable[[], float] = time.time,
         cache: bool | list[Any] | None = None,
+        peek_min_bytes: int | None = PEEK_MIN_BYTES,
     ) -> None:
         root = root if root is not None else log_root()
         self.remote = _remote_root(root)  # the RemoteRoot of a URL root; None for a local directory
@@ -129,6 +134,7 @@ class RunStore:
         self.max_depth = max_depth
         self.line_cap = line_cap
         self.bulk_min_bytes = bulk_min_bytes
+        self.peek_min_bytes = peek_min_bytes
         self.clock = clock
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
@@ -183,6 +189,11 @@ class RunStore:
                 ident = file_ident(path)
                 if ident is not None:
                     source.adopt_summary(ident, summary)
+                    return source
+        if self.remote is None and self.peek_min_bytes is not None:
+            peek = peek_file(path, rank or 0, self.root, self.line_cap, self.peek_min_bytes)
+            if peek is not None:  # listed from its ends; parsed when its rows are asked for
+                source.adopt_summary(peek.ident, peek.summary, peeked=True)
         return source
 
     def _run(self, run_id: str) -> _Run:

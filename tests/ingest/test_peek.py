@@ -1,0 +1,142 @@
+"""A fresh root's first listing from the files' ends (monitor_cb.ingest.peek): the same run list as a full
+read, without parsing the files, which are read when their rows are asked for."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from pandas.testing import assert_frame_equal
+
+from monitor_cb.ingest import RunStore
+from monitor_cb.ingest.colcache import Place
+from monitor_cb.ingest.peek import EDGE_BYTES, peek_file
+from monitor_cb.ingest.source import MetricsSource
+from monitor_cb.ingest.summary_index import INDEX_NAME
+from monitor_cb.train.writer import MetricsWriter
+from tests.ingest.helpers import append, line, records
+
+STEPS = 4_000  # ~270 kB of lines: past the two 64 kB edges
+
+
+def full_summary(path: Path, root: Path) -> object:
+    source = MetricsSource(path, 0, root)
+    source.poll()
+    return source.summary()
+
+
+def big_run(root: Path, name: str = "run", last: int = STEPS) -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    path = run / "metrics.jsonl"
+    path.write_bytes(records(1, last))
+    return path
+
+
+def test_the_peek_of_a_writer_made_file_is_what_a_full_read_lists(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    writer = MetricsWriter(root / "w", rank=0, world_size=1, fsync_interval=0)
+    for step in range(1, STEPS + 1):
+        writer.log(step=step, loss=3.0 - step / STEPS, lr=1e-3, grad_norm=0.5, throughput=1234.5)
+    writer.close("finished")
+    path = root / "w" / "metrics.jsonl"
+    assert path.stat().st_size > 2 * EDGE_BYTES
+    peek = peek_file(path, 0, root, min_bytes=0)
+    assert peek is not None
+    want = full_summary(path, root)
+    assert dataclasses.replace(peek.summary, interval=None) == dataclasses.replace(want, interval=None)  # type: ignore[type-var]
+    assert peek.summary.interval == pytest.approx(want.interval, rel=1e-6, abs=1e-9)  # type: ignore[attr-defined]
+    assert peek.ident[2] == path.stat().st_size
+
+
+def test_a_torn_last_line_and_blank_lines(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    path = big_run(root)
+    append(path, b"\n\n" + line({"step": STEPS + 1, "t": 9.0, "loss": 0.1}) + b'{"step": 99999, "lo')
+    peek = peek_file(path, 0, root, min_bytes=0)
+    assert peek is not None
+    assert peek.summary == full_summary(path, root)
+    assert peek.summary.pending == len(b'{"step": 99999, "lo')
+    assert peek.summary.last_step == STEPS + 1 and peek.summary.n == STEPS + 1
+
+
+@pytest.mark.parametrize(
+    "edge",
+    [
+        b'{"loss": 1.0}\n',  # no step: its step comes from the lines before it, which only a read knows
+        b"garbage\n",  # a bad line: the read counts it
+        b'{"step": "12", "loss": 1.0}\n',  # a step as text
+    ],
+)
+def test_edge_lines_only_a_read_can_place_make_it_read(tmp_path: Path, edge: bytes) -> None:
+    root = tmp_path / "logs"
+    path = big_run(root)
+    append(path, edge)
+    assert peek_file(path, 0, root, min_bytes=0) is None
+    path.write_bytes(edge + records(1, STEPS))
+    assert peek_file(path, 0, root, min_bytes=0) is None
+
+
+def test_small_unsafe_and_missing_files_are_read_instead(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    path = big_run(root)
+    assert peek_file(path, 0, root) is None, "under the 4 MiB default: parsed at once"
+    assert peek_file(root / "none" / "metrics.jsonl", 0, root, min_bytes=0) is None
+    fifo = root / "fifo" / "metrics.jsonl"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    done = threading.Event()
+    result: list[object] = []
+    threading.Thread(
+        target=lambda: (result.append(peek_file(fifo, 0, root, min_bytes=0)), done.set()), daemon=True
+    ).start()
+    assert done.wait(10), "a FIFO must not hang the listing"
+    assert result == [None]
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(records(1, STEPS))
+    link = root / "link" / "metrics.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    assert peek_file(link, 0, root, min_bytes=0) is None
+
+
+def store_of(root: Path, peek_min_bytes: int | None) -> RunStore:
+    cache = [Place(root / ".monitor" / "cache", root)]
+    return RunStore(root, cache=cache, rescan_interval_s=0, peek_min_bytes=peek_min_bytes)
+
+
+def bytes_read(store: RunStore) -> int:
+    return sum(s.tail.offset for run in store._runs.values() for s in run.sources.values())
+
+
+def test_a_fresh_store_lists_long_files_from_their_ends_and_reads_the_one_asked_for(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    for i in range(3):
+        big_run(root, f"run{i}", STEPS + i)
+    (root / "run0" / "metrics.meta.json").write_text('{"status": "finished", "name": "zero"}')
+    peeking = store_of(root, 0)
+    got = {i.id: i for i in peeking.list_runs()}
+    assert bytes_read(peeking) == 0, "nothing parsed by the listing"
+    index = root / ".monitor" / "cache" / INDEX_NAME
+    peeking.index.flush(force=True)  # type: ignore[union-attr]
+    assert not index.exists() or b"run1" not in index.read_bytes(), "a peek is never written to the index"
+    reading = RunStore(root, cache=False, rescan_interval_s=0, peek_min_bytes=None)
+    want = {i.id: i for i in reading.list_runs()}
+    assert got == want, "the same run list: records, first and last step, status, last write"
+    assert got["run0"].status == "finished" and got["run2"].n_records == STEPS + 2
+    assert_frame_equal(peeking.read("run1").frame, reading.read("run1").frame)
+    assert bytes_read(peeking) == (root / "run1" / "metrics.jsonl").stat().st_size, "only the run asked for is read"
+
+
+def test_a_peeked_file_that_grows_is_read_and_seen_growing(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    path = big_run(root)  # no metadata: its status comes from growth this process saw
+    store = store_of(root, 0)
+    assert store.list_runs()[0].status == "ended"
+    append(path, records(STEPS + 1, STEPS + 10))
+    info = store.list_runs()[0]
+    assert info.last_step == STEPS + 10 and info.n_records == STEPS + 10
+    assert info.status == "running", "seen growing by this process"
