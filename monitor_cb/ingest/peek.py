@@ -1,17 +1,20 @@
-"""A fresh root's first listing without parsing whole files: a long metrics file is listed from its size,
-its line count and its first and last lines, and parsed only when its rows are asked for.
+"""A fresh root's first listing without reading whole files: a long metrics file is listed from its size
+and its first and last records, and parsed only when its rows are asked for.
 
-Why: a server's first listing of a root no index describes yet read every metrics file in full before
-anything was drawn (1M steps: seconds per file, and a root holds dozens). TensorBoard lists runs by
-their directories and reads the one being looked at first; so does this, with the sidebar's numbers
-(records, first and last step, status) right from the first listing. The rows replace the peek as soon
-as the file is read (its first chart, or a change of the file).
+Why: a server's first listing of a root no index describes yet parsed every metrics file in full before
+anything was drawn (1M steps: seconds per file; a shared root holds dozens, often on NFS). TensorBoard
+lists runs by their directories and reads the one being looked at first; so does this. The listing's
+numbers are the ones a full read gives: a file is listed from its ends only when they show steps logged
+at one fixed stride (every step, or every k-th) and the file's size agrees with that many rows of the
+lines seen; otherwise it is parsed, as before. The rows replace the peek as soon as the file is read (its
+first chart, or any change of the file).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +28,6 @@ from monitor_cb.rootfile import MIB, open_regular
 PEEK_MIN_BYTES = 4 * MIB  # smaller files are parsed at once (milliseconds)
 EDGE_BYTES = 64 * 1024  # read at each end of the file for its first and last records
 RECENT = 64  # the last records whose times give the usual interval (as a read file's)
-_COUNT_CHUNK = 8 * MIB
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,11 @@ class Peek:
 def peek_file(
     path: Path, rank: int, root: Path | None = None, line_cap: int = DEFAULT_LINE_CAP, min_bytes: int = PEEK_MIN_BYTES
 ) -> Peek | None:
-    """The summary of a metrics file of at least ``min_bytes``, from its ends and its line count; None when it
-    must be read instead (smaller, unreadable or unsafe, or its edge lines are not plain stepped records:
-    lines without an integer ``step`` take their step from the lines around them, which only a read knows).
+    """The summary of a metrics file of at least ``min_bytes`` from its two ends; None when it must be parsed
+    instead: smaller, unsafe or unreadable, edge lines a read could place differently (no integer ``step``,
+    a bad line), steps not at one stride, or a size that does not fit the rows those steps imply.
 
-    Never raises: any problem means "read it" (the read reports it as usual).
+    Never raises: any problem means "parse it" (the read reports it as usual).
     """
     try:
         with open_regular(path, root=root) as (fd, st):
@@ -52,60 +54,70 @@ def peek_file(
                 return None
             head = os.pread(fd, EDGE_BYTES, 0)
             tail = os.pread(fd, EDGE_BYTES, size - EDGE_BYTES)
-            lines = _count_lines(fd, size)
             ident: Ident = (st.st_ino, st.st_dev, size, st.st_mtime_ns, st.st_ctime_ns)
     except Exception:  # noqa: BLE001 - a FIFO, a link out, a vanished file: the read says why
         return None
     pending = len(tail) - (tail.rfind(b"\n") + 1)
-    first = _records(head.split(b"\n")[:-1], line_cap)
-    last = _records(tail[: len(tail) - pending].split(b"\n")[1:-1], line_cap)
-    if not first or not last or lines < 1:
+    head_lines = head[: head.rfind(b"\n") + 1]
+    tail_lines = tail[tail.find(b"\n") + 1 : len(tail) - pending]
+    first, last = _edge(head_lines, line_cap), _edge(tail_lines, line_cap)
+    if first is None or last is None or first.stride != last.stride:
         return None
-    recent = np.array([_time(r) for r in last[-RECENT:]], dtype=float)
+    first_step, last_step = first.steps[0], last.steps[-1]
+    span = last_step - first_step
+    if span < 0 or span % first.stride:
+        return None
+    rows = span // first.stride + 1
+    expected = rows * (first.bytes_per_row + last.bytes_per_row) / 2
+    if not 0.8 <= (size - pending) / expected <= 1.25:  # gaps, a resumed run, many bad lines: parse it
+        return None
     summary = SourceSummary(
         rank=rank,
-        n=lines,
-        first_step=int(first[0]["step"]),
-        last_step=int(last[-1]["step"]),
+        n=rows,
+        first_step=first_step,
+        last_step=last_step,
         last_write=st.st_mtime,
         pending=pending,
         bad_count=0,
-        interval=usual_interval(recent),
+        interval=usual_interval(np.array(last.times[-RECENT:], dtype=float)),
     )
     return Peek(ident, summary)
 
 
-def _count_lines(fd: int, size: int) -> int:
-    """Non-empty newline-ended lines (records, and bad lines until the file is read): one pass at memory speed,
-    no parsing."""
-    lines = 0
-    previous_newline = True  # the file's start: a newline first is a blank line
-    for start in range(0, size, _COUNT_CHUNK):
-        chunk = os.pread(fd, min(_COUNT_CHUNK, size - start), start)
-        if not chunk:
-            break
-        newline = np.frombuffer(chunk, dtype=np.uint8) == 0x0A
-        # a line is non-empty when its newline does not follow another newline
-        after_newline = np.concatenate(([previous_newline], newline[:-1]))
-        lines += int(np.count_nonzero(newline & ~after_newline))
-        previous_newline = bool(newline[-1])
-    return lines
+@dataclass(frozen=True)
+class _Edge:
+    """The complete lines at one end of a file, as rows."""
+
+    steps: list[int]  # distinct steps, in order
+    times: list[float]  # each row's time (its first record's ``t``; NaN without one)
+    stride: int  # the one difference between consecutive steps
+    bytes_per_row: float
 
 
-def _records(lines: list[bytes], line_cap: int) -> list[dict[str, object]] | None:
-    """The lines as records with a plain integer step, or None when any is not (then the file is read)."""
-    out: list[dict[str, object]] = []
-    for line in lines:
-        if not line.strip():
-            continue
+def _edge(data: bytes, line_cap: int) -> _Edge | None:
+    """The rows of complete lines ``data`` (several records of one step are one row, as the table merges them);
+    None unless every line is a record with a plain integer step, steps only grow, at one stride."""
+    steps: list[int] = []
+    times: list[float] = []
+    for line in data.split(b"\n")[:-1]:
+        if not line:
+            return None  # a blank line: the read knows what to make of it
         record = decode_line(line, line_cap)
         if isinstance(record, str):
             return None
         step = record.get("step")
         if type(step) is not int or not 0 <= step < STEP_LIMIT:
             return None
-        out.append(record)
-    return out
+        if steps and step == steps[-1]:
+            continue  # another record of the same step (an eval): the same row
+        steps.append(step)
+        times.append(_time(record))
+    if len(steps) < 2:
+        return None
+    strides = {b - a for a, b in pairwise(steps)}
+    if len(strides) != 1 or min(strides) <= 0:
+        return None
+    return _Edge(steps, times, strides.pop(), len(data) / len(steps))
 
 
 def _time(record: dict[str, object]) -> float:

@@ -52,15 +52,42 @@ def test_the_peek_of_a_writer_made_file_is_what_a_full_read_lists(tmp_path: Path
     assert peek.ident[2] == path.stat().st_size
 
 
-def test_a_torn_last_line_and_blank_lines(tmp_path: Path) -> None:
+def test_a_torn_last_line(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     path = big_run(root)
-    append(path, b"\n\n" + line({"step": STEPS + 1, "t": 9.0, "loss": 0.1}) + b'{"step": 99999, "lo')
+    append(path, b'{"step": 99999, "lo')
     peek = peek_file(path, 0, root, min_bytes=0)
     assert peek is not None
     assert peek.summary == full_summary(path, root)
-    assert peek.summary.pending == len(b'{"step": 99999, "lo')
-    assert peek.summary.last_step == STEPS + 1 and peek.summary.n == STEPS + 1
+    assert peek.summary.pending == len(b'{"step": 99999, "lo') and peek.summary.last_step == STEPS
+
+
+def test_every_tenth_step_with_evals_lists_as_the_read_does(tmp_path: Path) -> None:
+    """Records of one step (train, then eval) are one row; a stride of 10 is 1/10 the rows."""
+    root = tmp_path / "logs"
+    writer = MetricsWriter(root / "w", rank=0, world_size=1, fsync_interval=0)
+    for step in range(10, 10 * STEPS + 1, 10):
+        writer.log(step=step, loss=1.0 / step, lr=1e-3)
+        if step % 500 == 0:
+            writer.log(step=step, eval_loss=2.0 / step)
+    writer.close("finished")
+    path = root / "w" / "metrics.jsonl"
+    peek = peek_file(path, 0, root, min_bytes=0)
+    assert peek is not None
+    want = full_summary(path, root)
+    assert peek.summary.n == want.n == STEPS  # type: ignore[attr-defined]
+    assert dataclasses.replace(peek.summary, interval=None) == dataclasses.replace(want, interval=None)  # type: ignore[type-var]
+
+
+def test_steps_that_jump_or_change_stride_are_parsed(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    path = big_run(root)
+    append(path, records(1_000_000, 1_000_000 + STEPS))  # the same stride at both ends, a jump between
+    assert peek_file(path, 0, root, min_bytes=0) is None, "the size does not fit a million rows"
+    path.write_bytes(
+        records(1, STEPS) + b"".join(line({"step": s, "loss": 1.0}) for s in range(STEPS + 2, 3 * STEPS, 2))
+    )
+    assert peek_file(path, 0, root, min_bytes=0) is None, "stride 1 at the start, 2 at the end"
 
 
 @pytest.mark.parametrize(
@@ -69,6 +96,7 @@ def test_a_torn_last_line_and_blank_lines(tmp_path: Path) -> None:
         b'{"loss": 1.0}\n',  # no step: its step comes from the lines before it, which only a read knows
         b"garbage\n",  # a bad line: the read counts it
         b'{"step": "12", "loss": 1.0}\n',  # a step as text
+        b"\n",  # a blank line
     ],
 )
 def test_edge_lines_only_a_read_can_place_make_it_read(tmp_path: Path, edge: bytes) -> None:
