@@ -23,6 +23,8 @@ from monitor_cb.ingest.store import RunStore
 from tests.mindformers.harness import TrainedRun
 
 pytestmark = [pytest.mark.mindspore, pytest.mark.slow]
+# the reference loader, and the Event proto our reader needs (an optional dependency)
+event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 TB_RUN = "tensorboard"  # the run's id under the job's working directory
 STEPS = 20
@@ -44,7 +46,6 @@ VS_SAMPLES = "_vs_samples"  # tensorboardX's spelling of MindFormers' "loss vs s
 
 def accumulator(run: TrainedRun) -> Any:
     """TensorBoard's own loader on the rank directory, keeping every event."""
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     loaded = event_accumulator.EventAccumulator(
         str(run.tensorboard_dir / "rank_0"), size_guidance={event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0}
     )
@@ -87,6 +88,7 @@ def test_every_scalar_tensorboard_loads_is_read_step_by_step_float32_exact(job: 
         f"{tag}{VS_SAMPLES}" for tag in SCALARS if tag not in ("model-flops-throughput-per-npu", "B-samples-per-day")
     )
     assert frame["step"].tolist() == list(range(1, STEPS + 1)) and set(frame["rank"]) == {0}
+    assert set(frame.columns) == {"step", "t", "rank", "seg", "samples"} | {column for column, _ in SCALARS.values()}
     compared = 0
     for tag in base_tags:
         column, scale = SCALARS[tag]
