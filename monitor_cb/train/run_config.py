@@ -139,12 +139,16 @@ def mask_config(value: Any, key: str = "", depth: int = 0) -> Any:
 def to_plain(value: Any, depth: int = 0) -> Any:
     """Mappings, config objects (``to_dict()``) and sequences as plain dicts, lists and scalars.
 
-    Anything else becomes its class name; a non-finite float stays a float (the writer encodes it).
+    Anything else becomes its class name; a class itself, its own name (MindFormers' TensorBoard setup
+    replaces a built ``scale_sense`` cell by ``{"type": DynamicLossScaleUpdateCell, ...}``, the class);
+    a non-finite float stays a float (the writer encodes it).
     """
     if depth > _MAX_DEPTH:
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
+    if isinstance(value, type):
+        return value.__name__
     if isinstance(value, Mapping):
         return {str(k): to_plain(v, depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}
     if isinstance(value, (list, tuple)):

@@ -99,6 +99,10 @@ def test_built_objects_become_their_class_and_scalars() -> None:
         "scale_sense": {"type": "DynamicLossScaleUpdateCell", "loss_scale_value": 65536}
     }
     assert to_plain(Opaque()) == "Opaque"
+    # MindFormers' TensorBoard setup (utils/tensorboard.py, _handle_runner_wrapper) puts the class itself there
+    assert to_plain({"scale_sense": {"type": DynamicLossScaleUpdateCell, "scale_window": 1000}}) == {
+        "scale_sense": {"type": "DynamicLossScaleUpdateCell", "scale_window": 1000}
+    }
     import numpy as np
 
     assert to_plain({"lr": np.float32(0.5), "w": np.ones(3)}) == {"lr": 0.5, "w": "ndarray"}

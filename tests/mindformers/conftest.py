@@ -2,7 +2,8 @@
 
 The three trainings start together, each in its own process and working directory, on the first
 test that needs one (most of each is import and graph compilation, which overlap well on 2 cores);
-each fixture then waits for its own.
+each fixture then waits for its own. The YAML trainings also write MindFormers' TensorBoard event files
+(``test_tensorboard.py``); nothing else of theirs changes with it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import pytest
 
 from tests.mindformers.harness import TrainedRun, Training, start
 
+TENSORBOARD = ("--tensorboard", "tensorboard")  # MindFormers' own event files too, in <cwd>/tensorboard/rank_0
 VARIANTS = {
-    "yaml": (),  # run_mindformer.py's path: 20 steps, LiveMonitor and MFLossMonitor every step
-    "overflow": ("--loss-scale", "1e38"),  # the first steps overflow and the scale halves
+    "yaml": TENSORBOARD,  # run_mindformer.py's path: 20 steps, LiveMonitor and MFLossMonitor every step
+    "overflow": ("--loss-scale", "1e38", *TENSORBOARD),  # the first steps overflow and the scale halves
     "args": ("--args-api",),  # Trainer(args=TrainingArguments(...), model=..., callbacks=[LiveMonitor(...)])
 }
 
@@ -33,7 +35,7 @@ def trainings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Training]:
 
 @pytest.fixture(scope="session")
 def yaml_run(trainings: dict[str, Training]) -> TrainedRun:
-    """The YAML path (``run_mindformer.py``'s): 20 steps, LiveMonitor and MFLossMonitor every step."""
+    """The YAML path (``run_mindformer.py``'s): 20 steps, LiveMonitor and MFLossMonitor every step, TensorBoard on."""
     return trainings["yaml"].wait()
 
 

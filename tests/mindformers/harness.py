@@ -43,6 +43,11 @@ class TrainedRun:
     stdout: str
 
     @property
+    def tensorboard_dir(self) -> Path:
+        """MindFormers' ``tensorboard_dir`` (``--tensorboard tensorboard``): event files in ``rank_0``."""
+        return self.cwd / "tensorboard"
+
+    @property
     def info_log(self) -> Path:
         return self.cwd / "output" / "log" / "rank_0" / "info.log"
 

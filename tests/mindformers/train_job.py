@@ -1,12 +1,14 @@
 """Train the tiny LLaMA of ``tiny_llama.yaml`` with MindFormers 1.9's Trainer on the CPU (run as a script).
 
-``python train_job.py yaml OUT_DIR [--loss-scale V] [--args-api]`` trains in the current working
+``python train_job.py yaml OUT_DIR [--loss-scale V] [--tensorboard DIR] [--args-api]`` trains in the current working
 directory (MindFormers writes ``./output/log/rank_0/info.log`` there; its context and registry are
 process-global, so the test runs this in a subprocess with its own cwd) and writes the LiveMonitor
 run to ``OUT_DIR/run``. The default path is ``run_mindformer.py``'s: ``MindFormerConfig`` ->
 ``build_context(config)`` -> ``Trainer(config).train()``, with ``type: LiveMonitor`` in the YAML's
 callbacks. ``--args-api`` instead passes ``Trainer(args=TrainingArguments(...), model=...,
-train_dataset=..., callbacks=[LiveMonitor(...)])``.
+train_dataset=..., callbacks=[LiveMonitor(...)])``. ``--tensorboard DIR`` turns on MindFormers' own
+TensorBoard output (``tensorboard: {tensorboard_dir: DIR}`` with loss scale and timers): event
+files in ``DIR/rank_0``, written by MFLossMonitor through tensorboardX.
 
 CPU workarounds (each found by trying; they belong to this test harness, not to the product):
 
@@ -61,7 +63,7 @@ def register_cpu_cell() -> None:
     MindFormerRegister.register_cls(CpuMFTrainOneStepCell, module_type=MindFormerModuleType.WRAPPER)
 
 
-def train_from_yaml(yaml_path: Path, out: Path, loss_scale: float | None) -> None:
+def train_from_yaml(yaml_path: Path, out: Path, loss_scale: float | None, tensorboard: Path | None) -> None:
     """``run_mindformer.py``'s path: the YAML, ``build_context``, ``Trainer(config).train()``."""
     from mindformers import Trainer
     from mindformers.core.context import build_context
@@ -72,6 +74,10 @@ def train_from_yaml(yaml_path: Path, out: Path, loss_scale: float | None) -> Non
     config.callbacks[1]["log_dir"] = str(out / "run")
     if loss_scale is not None:
         config.runner_wrapper.scale_sense.loss_scale_value = loss_scale
+    if tensorboard is not None:  # as a user turns it on: every scalar MFLossMonitor can write
+        config.tensorboard = MindFormerConfig(
+            tensorboard_dir=str(tensorboard), log_loss_scale_to_tensorboard=True, log_timers_to_tensorboard=True
+        )
     build_context(config)
     Trainer(config).train()
 
@@ -114,6 +120,7 @@ def main() -> int:
     parser.add_argument("yaml", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--loss-scale", type=float, default=None)
+    parser.add_argument("--tensorboard", type=Path, default=None)
     parser.add_argument("--args-api", action="store_true")
     opts = parser.parse_args()
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +131,7 @@ def main() -> int:
     if opts.args_api:
         train_from_args(opts.yaml, opts.out)
     else:
-        train_from_yaml(opts.yaml, opts.out, opts.loss_scale)
+        train_from_yaml(opts.yaml, opts.out, opts.loss_scale, opts.tensorboard)
     return 0
 
 
