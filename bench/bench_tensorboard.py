@@ -24,7 +24,9 @@ Printed, in one run:
   fresh server with no cache, to its loss chart at the last step, against TensorBoard's time above;
 * the floor of both tools: the same measurements on a 1,000-step run (what starting the server and
   the page costs whatever the data: Streamlit's server and bundles and first websocket against
-  TensorBoard's), so what the data itself adds can be told apart.
+  TensorBoard's), so what the data itself adds can be told apart; and Streamlit's own floor, a one-chart
+  app (``bench/streamlit_floor_app.py``) timed the same way: what any Streamlit app pays, so what the
+  project's page adds to it can be told apart too.
 * with ``--breakdown``, where the project's time goes, each moment from the server's start: the port
   answers, Chromium launched, the HTML and Streamlit's bundles loaded, the websocket open, the first
   script run's start, first element, loss figure and end (the websocket's frames parsed as Streamlit's
@@ -197,11 +199,17 @@ PHASES = (
 )
 
 
-def project_time(root: Path, steps: int, log: Path, run: str = RUN, phases: dict[str, Any] | None = None) -> float:
+FLOOR_APP = REPO / "bench" / "streamlit_floor_app.py"  # Streamlit's own floor: one chart, nothing else
+
+
+def project_time(
+    root: Path, steps: int, log: Path, run: str = RUN, phases: dict[str, Any] | None = None, script: Path | None = None
+) -> float:
     """Seconds from ``streamlit run dashboard.py`` starting to the loss chart showing the last step.
 
-    ``phases``: filled with the moments of :data:`PHASES` (and ``plotly_kb``, the chunk's size)."""
-    from tests.browser.harness import chart_state, chromium_page, poll, streamlit_server
+    ``phases``: filled with the moments of :data:`PHASES` (and ``plotly_kb``, the chunk's size).
+    ``script``: another app to serve instead (:data:`FLOOR_APP`)."""
+    from tests.browser.harness import DASHBOARD, chart_state, chromium_page, poll, streamlit_server
 
     marks: dict[str, Any] = {} if phases is None else phases
     started = time.monotonic()
@@ -209,7 +217,7 @@ def project_time(root: Path, steps: int, log: Path, run: str = RUN, phases: dict
     def mark(name: str) -> None:
         marks.setdefault(name, time.monotonic() - started)
 
-    with streamlit_server(root, log) as url:
+    with streamlit_server(root, log, script=script or DASHBOARD) as url:
         mark("port")
         with chromium_page() as page:
             mark("browser")
@@ -409,6 +417,14 @@ def main() -> int:
         )
         if floor_before is not None:
             print(f"floor ratio to TensorBoard: {floor / tb_floor:.2f}, without the aids {floor_before / tb_floor:.2f}")
+        bare = [
+            project_time(small, 1000, logs / f"streamlit-floor-{i}.log", script=FLOOR_APP) for i in range(args.rounds)
+        ]
+        st_floor = statistics.median(bare)
+        print(
+            f"Streamlit's own floor (a one-chart app, 1,000 points): {st_floor:.2f} s, {st_floor / tb_floor:.2f}x "
+            f"TensorBoard's; what the project's page adds to it: {floor - st_floor:+.2f} s ({load()})"
+        )
     print(f"screenshots and server logs: {logs}")
     if args.data is None:
         shutil.rmtree(base, ignore_errors=True)
