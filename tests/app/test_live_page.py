@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from monitor_cb.charts.findings import FINDING_SHAPE_PREFIX
 from tests.app.conftest import DASHBOARD, write_run
-from tests.app.helpers import assert_ok, charts, run_entry, texts
+from tests.app.helpers import assert_ok, charts, run_entry, texts, values
 
 TIMEOUT = 60
 
@@ -337,3 +337,32 @@ def test_throughput_chart_says_why_the_gradient_norm_is_missing(log_root: Path) 
     at = run_app({"run": "with-norm"})
     assert_ok(at)
     assert not _speed_chart(at)["layout"].get("annotations")
+
+
+def test_a_long_run_listed_from_its_ends_opens_with_every_row(log_root: Path) -> None:
+    """A 5 MB run on a fresh root is listed from its ends (ingest/peek.py), then read for its charts: the
+    sidebar's numbers and the tiles are the whole run's, the loss chart reaches its last step."""
+    import numpy as np
+    import polars as pl
+
+    steps = np.arange(1, 70_001, dtype=np.int64)
+    run = log_root / "long"
+    run.mkdir()
+    pl.DataFrame(
+        {
+            "step": steps,
+            "t": 1_700_000_000.0 + steps * 0.5,
+            "loss": 2.0 / np.sqrt(steps),
+            "lr": np.full(len(steps), 1e-4),
+        }
+    ).write_ndjson(run / "metrics.jsonl")
+    (run / "metrics.meta.json").write_text('{"status": "finished", "name": "long", "total_steps": 70000}')
+    from monitor_cb.ingest.peek import peek_file
+
+    assert peek_file(run / "metrics.jsonl", 0, log_root) is not None, "a file the first listing peeks at"
+    at = run_app()
+    assert_ok(at)
+    assert metric_values(at)["Step of 70,000"] == "70,000"
+    assert any("steps 1–70,000 · 70,000 records" in str(c.value) for c in at.sidebar.caption), at.sidebar.caption
+    loss = next(fig for fig in charts(at) if "loss" in trace_names(fig))
+    assert max(max(values(t["x"])) for t in loss["data"] if t.get("x")) == 70_000
