@@ -109,8 +109,9 @@ class RunStore:
         cache: keep the rows of settled prefixes in the columnar cache (:mod:`monitor_cb.ingest.colcache`):
             None follows ``$MONITOR_CACHE`` (on unless "off"), False never, True always, or the places to use.
         peek_min_bytes: a local metrics file this large that no index describes is listed from its ends and
-            its line count (:mod:`monitor_cb.ingest.peek`) and parsed when its rows are asked for; None: parse
-            every file when listing it.
+            its line count (:mod:`monitor_cb.ingest.peek`) and parsed when its rows are asked for; so is a
+            TensorBoard run whose ranks each have one event file this large and no cache file
+            (:mod:`monitor_cb.importers.event_peek`). None: parse every file when listing it.
     """
 
     def __init__(
@@ -165,7 +166,9 @@ class RunStore:
                 run = self._runs.get(run_id) or _Run(run_dir)
                 run.dir = run_dir
                 if run_dir.kind == "tensorboard":
-                    run.tensorboard = run.tensorboard or TensorBoardGroup(run_dir.path, self.cache)
+                    run.tensorboard = run.tensorboard or TensorBoardGroup(
+                        run_dir.path, self.cache, self.peek_min_bytes if self.remote is None else None
+                    )
                     run.tensorboard.poll()  # ranks appear as their event files are read
                     run.sources = {s.path: s for s in run.tensorboard.sources.values()}
                 elif run_dir.kind == MINDFORMERS_LOG:

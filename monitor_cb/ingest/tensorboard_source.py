@@ -24,11 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from monitor_cb.ingest.source import TableSource
+from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import open_regular
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from monitor_cb.importers.event_peek import EventPeek
     from monitor_cb.ingest.colcache import ColumnarCache, Fingerprint
+    from monitor_cb.ingest.summary_index import SourceSummary
 
 MAX_EVENTS_PER_POLL = 8_000_000  # bounds one refresh (~2 s); the rest comes on the next poll
 _STATE_KEY = "tensorboard_reader"  # the reader's state, kept in the cache header's free-form "kinds"
@@ -63,13 +70,53 @@ class TensorBoardRankSource(TableSource):
             self.last_poll = time.time()
             return taken
 
+    # ------------------------------------------------------------------ listed from the files' ends
+    def read_rows(self) -> int:
+        self.group.unlist()
+        return self.poll()
+
+    def frame(self, all_segments: bool = False) -> pd.DataFrame:
+        self.group.read_listed()
+        return super().frame(all_segments)
+
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        self.group.read_listed()
+        return super().frame_and_masks(all_segments)
+
+    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
+        self.group.read_listed()
+        return super().logged(column, all_segments)
+
+    def summary(self) -> SourceSummary:
+        listed = self.group.listed
+        if listed is not None and self.table.rank in listed.summaries:
+            return listed.summaries[self.table.rank]
+        return super().summary()
+
+    def summary_version(self) -> tuple[int, ...]:
+        listed = self.group.listed
+        return (listed.version,) if listed is not None else super().summary_version()
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A run listed from the ends of its event files: what each file was then, and each rank's summary."""
+
+    idents: dict[str, tuple[int, int, int, int, int]]
+    summaries: dict[int, SourceSummary]
+    version: int
+    reader: Any  # the TensorBoardRun that found the files (nothing read): it sees new files appear
+
 
 class TensorBoardGroup:
     """The reader of one TensorBoard run directory and its per-rank sources."""
 
-    def __init__(self, path: Path, cache: ColumnarCache | None = None) -> None:
+    def __init__(self, path: Path, cache: ColumnarCache | None = None, peek_min_bytes: int | None = None) -> None:
         self.path = path
         self.cache = cache
+        self.peek_min_bytes = peek_min_bytes  # event files this long may be listed from their ends; None: never
+        self.listed: _Listing | None = None
+        self._peek_tried = peek_min_bytes is None
         self.lock = threading.Lock()
         self.activity = _Activity()
         self.sources: dict[int, TensorBoardRankSource] = {}
@@ -81,6 +128,14 @@ class TensorBoardGroup:
     def poll(self) -> int:
         """Read new events of every rank into the rank tables; returns how many records were taken."""
         with self.lock:
+            if self.listed is not None:
+                if self._listed_unchanged():
+                    return 0
+                self.listed = None  # a file changed: it is read now, and seen growing
+            if not self._peek_tried:
+                self._peek_tried = True
+                if self._list_from_ends():
+                    return 0
             reader = self._open()
             if reader is None:
                 return 0
@@ -106,6 +161,74 @@ class TensorBoardGroup:
             if taken:
                 self._write_cache(reader)
             return taken
+
+    def unlist(self) -> None:
+        """Rows are asked for: the next poll reads the files (a run only listed from their ends so far)."""
+        with self.lock:
+            self.listed = None
+
+    def read_listed(self) -> None:
+        """Read the files now when the run is only listed from their ends."""
+        if self.listed is not None:
+            self.unlist()
+            self.poll()
+
+    def _list_from_ends(self) -> bool:
+        """List the run from the ends of its event files (:mod:`monitor_cb.importers.event_peek`) when each
+        rank has one long file, no cache file describes any of them, and every file can be peeked at."""
+        from monitor_cb.importers.event_peek import peek_events
+        from monitor_cb.importers.tensorboard import TensorBoardRun, tensorboard_available
+        from monitor_cb.ingest.table import _VERSIONS
+
+        assert self.peek_min_bytes is not None
+        if not tensorboard_available():
+            return False
+        try:
+            reader = TensorBoardRun(self.path)
+            singles = reader.single_files()
+        except OSError:
+            return False
+        if not singles or len(singles) != len(reader.files) or self._has_cache_file(singles.values()):
+            return False
+        peeks: dict[int, EventPeek] = {}
+        for rank, path in singles.items():
+            peek = peek_events(path, self.path, self.peek_min_bytes)
+            if peek is None:
+                return False
+            peeks[rank] = peek
+        last_write = float(reader.last_write or 0.0)
+        summaries = {rank: _summary(rank, peek, last_write) for rank, peek in peeks.items()}
+        self.listed = _Listing({singles[r]: p.ident for r, p in peeks.items()}, summaries, next(_VERSIONS), reader)
+        for rank in sorted(peeks):
+            self.source(rank)
+        self.activity.mtime = last_write
+        self.activity.size = reader.total_bytes
+        self.meta = _listed_meta(reader, peeks)
+        return True
+
+    def _listed_unchanged(self) -> bool:
+        """Whether the run still has exactly the files it was listed from, each as it was then."""
+        from monitor_cb.ingest.summary_index import file_ident
+
+        assert self.listed is not None
+        try:
+            self.listed.reader.single_files()  # finds files that appeared since (a new rank, a resumed launch)
+        except OSError:
+            return False
+        return sorted(self.listed.reader.files) == sorted(self.listed.idents) and all(
+            file_ident(Path(path)) == ident for path, ident in self.listed.idents.items()
+        )
+
+    def _has_cache_file(self, paths: Any) -> bool:
+        """Whether a cache file exists for any of ``paths`` (its rows are then read from it, as before)."""
+        if self.cache is None:
+            return False
+        for path in paths:
+            for place in self.cache.places:
+                cached = self.cache.path_for(Path(path), place)
+                if cached is not None and os.path.lexists(cached):
+                    return True
+        return False
 
     def source(self, rank: int) -> TensorBoardRankSource:
         found = self.sources.get(rank)
@@ -185,6 +308,39 @@ class TensorBoardGroup:
                 job()
             else:
                 self.cache.background.submit(("cache", path), offset, job)
+
+
+def _summary(rank: int, peek: EventPeek, last_write: float) -> SourceSummary:
+    """A rank's line in the run list from its file's ends (what its decoded table would show)."""
+    from monitor_cb.ingest.summary_index import SourceSummary
+
+    return SourceSummary(
+        rank=rank,
+        n=peek.rows,
+        first_step=peek.first_step,
+        last_step=peek.last_step,
+        last_write=last_write,
+        pending=0,
+        bad_count=0,
+        interval=usual_interval(np.array(peek.times, dtype=float)),
+    )
+
+
+def _listed_meta(reader: Any, peeks: dict[int, EventPeek]) -> dict[str, Any]:
+    """The run's metadata from its files' ends: the reader's, with the texts of the files' heads (a decode
+    adds texts written later) and no counts of dropped values (a decode counts them)."""
+    meta: dict[str, Any] = reader.meta()
+    texts: dict[str, str] = {}
+    for rank in sorted(peeks, reverse=True):  # the lowest rank's text wins, as when decoding
+        texts.update(peeks[rank].texts)
+    meta.update(
+        start_time=min(p.first_wall for p in peeks.values()),
+        last_event_time=max(p.last_wall for p in peeks.values()),
+        config=texts,
+        unaligned_sample_values=None,
+        bad_step_values=None,
+    )
+    return meta
 
 
 @dataclass(frozen=True)
