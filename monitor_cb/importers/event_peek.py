@@ -4,7 +4,8 @@ Why: a fresh root's first listing decoded every event file in full (about 1.1 s 
 MindFormers run), so a shared root of twenty runs took twenty seconds before anything was drawn.
 TensorBoard lists runs by their directories and reads the one being looked at; this does the same
 with numbers a full decode gives: the first 64 kB of a file (from offset 0, a known record boundary)
-give its first step and wall time, the last 64 kB its last step and the times of its last rows, and
+give its first step and wall time, the last 64 kB (up to 1 MiB when rows are wide) its last step and the
+times of its last 64 rows, and
 the file is listed from them only when both ends show rows at one stride and the file's size agrees
 with that many rows of the records seen. Anything else (text or histograms near the end, a stride
 change, a resumed run in the same file, a tail that cannot be framed with certainty) means "decode
@@ -36,7 +37,9 @@ EVENT_PEEK_MIN_BYTES = 4 * MIB  # smaller event files are decoded at once (milli
 EDGE_BYTES = 64 * 1024  # read at each end of the file
 RECENT = 64  # the last rows whose times give the usual interval (as a decoded rank's)
 SIZE_TOLERANCE = 0.03  # the file's size may differ this much from what its rows imply (partial edge rows)
+MAX_TAIL_BYTES = 1024 * 1024  # the longest tail read to find the last RECENT rows
 _HEADER, _FOOTER = 12, 4
+_TOO_FEW = object()  # the tail holds fewer rows than the interval needs: read a longer one
 _MAX_SKIP = 512  # the tail's chain must start this close to its window's start (a scalar record is shorter)
 _CRC_EVERY = 32  # every this many records of a chain (and its first and last) have their CRCs checked
 
@@ -72,15 +75,20 @@ def peek_events(
             if size < max(min_bytes, 2 * EDGE_BYTES):
                 return None
             head = os.pread(fd, EDGE_BYTES, 0)
-            tail = os.pread(fd, EDGE_BYTES, size - EDGE_BYTES)
             ident = (st.st_ino, st.st_dev, size, st.st_mtime_ns, st.st_ctime_ns)
-        return _peek(head, tail, size, ident)
+            window = EDGE_BYTES
+            while window <= min(MAX_TAIL_BYTES, size // 2):  # wide rows: a longer tail, for the last rows' times
+                found = _peek(head, os.pread(fd, window, size - window), size, ident)
+                if found is not _TOO_FEW:
+                    return found  # type: ignore[return-value]
+                window *= 4
+            return None
     except Exception:  # noqa: BLE001 - a FIFO, a link out, a vanished file, odd bytes: the decode says why
         return None
 
 
-def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, int]) -> EventPeek | None:
-    if len(head) != EDGE_BYTES or len(tail) != EDGE_BYTES:
+def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, int]) -> EventPeek | object | None:
+    if len(head) != EDGE_BYTES or len(tail) < EDGE_BYTES:
         return None  # the file shrank while being peeked
     head_buf = np.frombuffer(head, np.uint8)
     found = scan(head_buf, 0)
@@ -100,12 +108,14 @@ def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, 
     last = _rows(tail_found, tail_found.end - start, head=False)
     if first is None or last is None or first.stride != last.stride:
         return None
+    if len(last.times) <= RECENT:
+        return _TOO_FEW
     span = last.steps[-1] - first.steps[0]
     if span < 0 or span % first.stride:
         return None
     rows = span // first.stride + 1
     expected = other_bytes + _bytes_of_rows(first, last, rows)
-    pending = EDGE_BYTES - tail_found.end
+    pending = len(tail) - tail_found.end
     if abs((size - pending) / expected - 1) > SIZE_TOLERANCE:
         return None  # gaps, a resumed run in the same file, other records in the middle: decode it
     walls = [*first.walls, *other_walls]
@@ -116,7 +126,7 @@ def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, 
         last_step=last.steps[-1],
         first_wall=min(walls),
         last_wall=max(last.walls),
-        times=tuple(last.times[1:][-RECENT:]),  # the window's first row may have begun before it
+        times=tuple(last.times[-RECENT:]),  # (not the window's first row: it may have begun before it)
         texts=texts,
     )
 

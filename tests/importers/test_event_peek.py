@@ -69,6 +69,17 @@ def test_steps_logged_every_kth_step(tmp_path: Path) -> None:
     assert peek is not None and (peek.first_step, peek.rows) == (3, STEPS)
 
 
+def test_wide_rows_read_a_longer_tail(tmp_path: Path) -> None:
+    """60 scalars a step (3 kB rows): 64 kB hold too few rows for the interval, so the tail grows to hold them."""
+    writer = SummaryWriter(str(tmp_path / "rank_0"), max_queue=100_000, flush_secs=3600)
+    for step in range(1, 201):
+        for k in range(60):
+            writer.add_scalar(f"layer{k:02d}/grad-norm", 0.1 * k + step, global_step=step)
+    path = Path(writer.file_writer.event_writer._ev_writer._file_name)
+    writer.close()
+    assert_same_as_decode(peek_events(path, min_bytes=0), path)
+
+
 def test_a_file_smaller_than_the_threshold_is_decoded(mf_file: Path) -> None:
     assert peek_events(mf_file, min_bytes=mf_file.stat().st_size + 1) is None
     assert peek_events(mf_file, min_bytes=mf_file.stat().st_size) is not None
