@@ -52,8 +52,8 @@ class EventPeek:
     rows: int
     first_step: int
     last_step: int
-    first_wall: float  # the earliest event time (the file_version event's, as a decode notes it)
-    last_wall: float
+    first_wall: float  # the earliest event time at the ends (a decode's when times only grow)
+    last_wall: float  # the latest (the file_version event's when the writer set older times on the rest)
     times: tuple[float, ...]  # the last rows' times (each row's first event), oldest first
     texts: dict[str, str] = field(default_factory=dict)  # text summaries in the head (MindFormers' config)
 
@@ -94,10 +94,11 @@ def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, 
     found = scan(head_buf, 0)
     if found.damaged or found.n_fast == 0:
         return None
-    texts, other_walls, other_bytes = _head_others(found)
-    if texts is None:
+    others = _head_others(found)
+    if others is None:
         return None
-    first = _rows(found, found.end - other_bytes, head=True)
+    texts, other_walls, other_bytes, scalars = others
+    first = _rows(_Events.of(found, scalars), found.end - other_bytes, head=True)
     tail_buf = np.frombuffer(tail, np.uint8)
     start = _tail_start(tail_buf)
     if start is None:
@@ -105,7 +106,7 @@ def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, 
     tail_found = scan(tail_buf, start)
     if tail_found.damaged or tail_found.others or tail_found.n_fast == 0:
         return None
-    last = _rows(tail_found, tail_found.end - start, head=False)
+    last = _rows(_Events.of(tail_found, []), tail_found.end - start, head=False)
     if first is None or last is None or first.stride != last.stride:
         return None
     if len(last.times) <= RECENT:
@@ -125,33 +126,77 @@ def _peek(head: bytes, tail: bytes, size: int, ident: tuple[int, int, int, int, 
         first_step=first.steps[0],
         last_step=last.steps[-1],
         first_wall=min(walls),
-        last_wall=max(last.walls),
+        last_wall=max([*walls, *last.walls]),
         times=tuple(last.times[-RECENT:]),  # (not the window's first row: it may have begun before it)
         texts=texts,
     )
 
 
-def _head_others(found: ScanResult) -> tuple[dict[str, str] | None, list[float], int]:
-    """Texts of the head's records that are not plain scalars (file_version, add_text), their times and
-    bytes; None for the texts when any of them holds a number (a decode would make it a row)."""
+_Scalar = tuple[int, float, int, str, float]  # (order in the scan, wall time, step, tag, value)
+
+
+def _head_others(found: ScanResult) -> tuple[dict[str, str], list[float], int, list[_Scalar]] | None:
+    """The head's records that are not scalars of the usual shape, as a decode reads them: the texts
+    (add_text), their times, the bytes of those that hold no scalar (file_version, texts) and the plain
+    scalars among them (a step 0, which protobuf leaves out, changes a record's shape); None when one holds
+    anything else (a TF2 tensor scalar, a histogram)."""
+    from monitor_cb.importers.f32 import shortest_f32
     from monitor_cb.importers.tensorboard import load_event_proto
 
     event_class = load_event_proto()
     texts: dict[str, str] = {}
     walls: list[float] = []
+    scalars: list[_Scalar] = []
     used = 0
-    for _, payload in found.others:
-        used += _HEADER + len(payload) + _FOOTER
+    for order, payload in found.others:
         event: Any = event_class.FromString(payload)
-        walls.append(float(event.wall_time))
+        wall = float(event.wall_time)
+        walls.append(wall)
         if not event.HasField("summary"):
+            used += _HEADER + len(payload) + _FOOTER
             continue  # file_version, graph, session_log
         for value in event.summary.value:
-            if value.WhichOneof("value") != "tensor" or not value.tensor.string_val:
-                return None, walls, used
-            tag = value.tag[: -len(TEXT_SUFFIX)] if value.tag.endswith(TEXT_SUFFIX) else value.tag
-            texts.setdefault(tag, value.tensor.string_val[0].decode("utf-8", "replace"))
-    return texts, [w for w in walls if np.isfinite(w)], used
+            kind = value.WhichOneof("value")
+            if kind == "simple_value":
+                scalars.append((order, wall, int(event.step), value.tag, shortest_f32(value.simple_value)))
+            elif kind == "tensor" and value.tensor.string_val:
+                tag = value.tag[: -len(TEXT_SUFFIX)] if value.tag.endswith(TEXT_SUFFIX) else value.tag
+                texts.setdefault(tag, value.tensor.string_val[0].decode("utf-8", "replace"))
+                used += _HEADER + len(payload) + _FOOTER
+            else:
+                return None
+    return texts, [w for w in walls if np.isfinite(w)], used, scalars
+
+
+@dataclass(frozen=True)
+class _Events:
+    """The scalar events of one end of a file, in file order."""
+
+    step: np.ndarray
+    wall: np.ndarray
+    tag: np.ndarray  # index into tags
+    value: np.ndarray
+    tags: list[str]
+
+    @staticmethod
+    def of(found: ScanResult, scalars: list[_Scalar]) -> _Events:
+        """The scan's fast scalars with the protobuf-decoded ones, merged by their order in the file."""
+        if not scalars:
+            return _Events(found.step, found.wall, found.tag, found.value, list(found.tags))
+        tags = list(found.tags)
+        for scalar in scalars:
+            if scalar[3] not in tags:
+                tags.append(scalar[3])
+        order = np.concatenate([found.order, np.array([s[0] for s in scalars], np.int64)])
+        by_order = np.argsort(order, kind="stable")
+        extra_tag = np.array([tags.index(s[3]) for s in scalars], np.int32)
+        return _Events(
+            step=np.concatenate([found.step, np.array([s[2] for s in scalars], np.int64)])[by_order],
+            wall=np.concatenate([found.wall, np.array([s[1] for s in scalars], np.float64)])[by_order],
+            tag=np.concatenate([found.tag, extra_tag])[by_order],
+            value=np.concatenate([found.value, np.array([s[4] for s in scalars], np.float64)])[by_order],
+            tags=tags,
+        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +213,7 @@ class _Edge:
     samples_factor: int  # their step over the row's (the global batch size); 0 without any
 
 
-def _rows(found: ScanResult, nbytes: int, head: bool) -> _Edge | None:
+def _rows(found: _Events, nbytes: int, head: bool) -> _Edge | None:
     """The edge's rows as a decode would make them; None unless plain steps only grow, at one stride, in
     range, and every "vs samples" value lands on one of them."""
     tags = found.tags
@@ -204,7 +249,7 @@ def _rows(found: ScanResult, nbytes: int, head: bool) -> _Edge | None:
     )
 
 
-def _samples_factor(found: ScanResult, plain: np.ndarray, steps: set[int], head: bool) -> int | None:
+def _samples_factor(found: _Events, plain: np.ndarray, steps: set[int], head: bool) -> int | None:
     """The usual ratio of "vs samples" steps to their row's step (MindFormers': the global batch size), 0
     without such values; None when one would land off the edge's rows. Each value is placed as the
     reader's alignment does: by the ``batch-size`` written before it, else by the latest value of its base

@@ -150,3 +150,38 @@ def test_the_checksum_is_tfrecords(mf_file: Path) -> None:
     assert masked_crc32c(data[:8]) == int.from_bytes(data[8:12], "little")
     for sample in (b"", b"12345678", data[:500]):
         assert masked_crc32c(sample) == theirs(sample)
+
+
+REAL_RUNS = Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"
+
+
+# evenly spaced steps (listed from the ends) and, last, steps that are not (eval records, uneven gaps)
+PEEKED = ("lstm_bade03", "capgemini_ts", "ddpg_pilot", "ratos_nan", "t5_finetune_log")
+
+
+@pytest.mark.parametrize("name", [*PEEKED, "gaze_correction"])
+def test_real_curves_are_listed_as_decoded_or_decoded(tmp_path: Path, name: str) -> None:
+    """Real runs' steps and values (other people's logs, first 3,000 records) as event files: the peek
+    gives a decode's numbers (evenly spaced steps) or None (steps that are not), never other numbers."""
+    import json
+
+    source = REAL_RUNS / name / "metrics.jsonl"
+    if not source.is_file():
+        pytest.skip(f"the real_runs corpus is not at {REAL_RUNS}")
+    writer = SummaryWriter(str(tmp_path / "rank_0"), max_queue=100_000, flush_secs=3600)
+    with source.open() as lines:
+        for _, line in zip(range(3000), lines, strict=False):
+            record = json.loads(line)
+            t = record.get("t")
+            wall = float(t) if isinstance(t, (int, float)) and t > 1e9 else None
+            for key, value in record.items():
+                if key not in ("step", "t") and (isinstance(value, (int, float)) or value == "NaN"):
+                    writer.add_scalar(key, float(value), global_step=int(record["step"]), walltime=wall)
+    path = Path(writer.file_writer.event_writer._ev_writer._file_name)
+    writer.close()
+    assert path.stat().st_size > 2 * EDGE_BYTES
+    peek = peek_events(path, min_bytes=0)
+    if name in PEEKED:
+        assert_same_as_decode(peek, path)
+    else:
+        assert peek is None
