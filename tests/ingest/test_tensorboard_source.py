@@ -150,3 +150,17 @@ def test_a_fifo_among_the_files_never_hangs_the_listing(tmp_path: Path) -> None:
     assert info.n_records == STEPS, "the FIFO has no rows and the link is not followed"
     assert info.ranks == (0, 1), "the FIFO's rank is listed, with no rows (as a decode lists it)"
     assert store._runs["tb"].tensorboard.listed is None and decoded(store) > 0, "a FIFO: decoded as before"
+
+
+def test_the_run_asked_for_is_the_only_one_decoded(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        for writer in write_ranks(tmp_path / "logs" / name, ranks=(0,)).values():
+            writer.close()
+    store = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=False, peek_min_bytes=PEEK)
+    assert {info.id: info.n_records for info in store.list_runs()} == {"a": STEPS, "b": STEPS}
+    assert len(store.read("b").frame) == STEPS
+    groups = {name: store._runs[name].tensorboard for name in ("a", "b")}
+    assert groups["a"].listed is not None and groups["a"]._reader is None, "run a is still only listed"
+    assert groups["b"].listed is None and groups["b"]._reader.n_events > 0
+    assert {info.id: info.n_records for info in store.list_runs()} == {"a": STEPS, "b": STEPS}
+    assert groups["a"]._reader is None, "listing again leaves it so"
