@@ -11,6 +11,9 @@ does now (each file's two 64 kB ends, :mod:`monitor_cb.importers.event_peek`) an
 ``peek_min_bytes=None`` (every event file decoded, as before: the baseline). Also timed: the listing
 plus the newest run's rows (what the first chart waits for). Prints medians and ratios; the two
 listings must be equal.
+
+Measured (load 4.6-4.7 on 2 cores): ``--runs 20 --steps 1000000 --rounds 1``: 0.070 s against 21.91 s (ratio
+0.003), with the newest run's rows 1.32 s against 21.92 s; ``--steps 200000 --rounds 3``: 0.151 s against 5.25 s.
 """
 
 from __future__ import annotations
