@@ -16,7 +16,7 @@ from tests.importers.tb_helpers import mindformers_step, record_ends
 pytest.importorskip("tensorboard")
 from tensorboardX import SummaryWriter
 
-STEPS = 300  # MindFormers' 16 scalars a step: ~270 kB, past the two 64 kB ends
+STEPS = 200  # MindFormers' 16 scalars a step: ~180 kB, past the two 64 kB ends
 
 
 def write_file(rank_dir: Path, steps: range, *, text_at_end: bool = False, every: int = 1) -> Path:
@@ -56,7 +56,7 @@ def mf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_mindformers_file_is_listed_as_its_decode(mf_file: Path) -> None:
-    assert mf_file.stat().st_size > 3 * EDGE_BYTES
+    assert mf_file.stat().st_size > 2 * EDGE_BYTES + 32 * 1024, "bytes between the ends that the peek never reads"
     peek = peek_events(mf_file, mf_file.parent.parent, min_bytes=0)
     assert_same_as_decode(peek, mf_file)
     assert peek is not None and peek.rows == STEPS and peek.texts == {"runner_config": "{'batch_size': 8}"}
@@ -164,7 +164,7 @@ PEEKED = ("lstm_bade03", "capgemini_ts", "ddpg_pilot", "ratos_nan", "t5_finetune
 
 @pytest.mark.parametrize("name", [*PEEKED, "gaze_correction"])
 def test_real_curves_are_listed_as_decoded_or_decoded(tmp_path: Path, name: str) -> None:
-    """Real runs' steps and values (other people's logs, first 3,000 records) as event files: the peek
+    """Real runs' steps and values (other people's logs, first 2,000 records) as event files: the peek
     gives a decode's numbers (evenly spaced steps) or None (steps that are not), never other numbers."""
     import json
 
@@ -173,7 +173,7 @@ def test_real_curves_are_listed_as_decoded_or_decoded(tmp_path: Path, name: str)
         pytest.skip(f"the real_runs corpus is not at {REAL_RUNS}")
     writer = SummaryWriter(str(tmp_path / "rank_0"), max_queue=100_000, flush_secs=3600)
     with source.open() as lines:
-        for _, line in zip(range(3000), lines, strict=False):
+        for _, line in zip(range(2000), lines, strict=False):
             record = json.loads(line)
             t = record.get("t")
             wall = float(t) if isinstance(t, (int, float)) and t > 1e9 else None
