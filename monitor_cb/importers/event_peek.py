@@ -57,10 +57,6 @@ class EventPeek:
     times: tuple[float, ...]  # the last rows' times (each row's first event), oldest first
     texts: dict[str, str] = field(default_factory=dict)  # text summaries in the head (MindFormers' config)
 
-    @property
-    def mtime(self) -> float:
-        return self.ident[3] / 1e9
-
 
 def peek_events(
     path: str | os.PathLike[str], root: Path | None = None, min_bytes: int = EVENT_PEEK_MIN_BYTES
