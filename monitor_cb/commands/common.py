@@ -59,7 +59,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "run",
         metavar="RUN",
-        help="run id under the log root (e.g. bert/exp001), a run directory, or a run's URL (s3://bucket/prefix/exp001)",
+        help="run id under the log root (e.g. bert/exp001), a run directory or one of its files (metrics.jsonl, "
+        "info.log, an event file), or a run's URL (s3://bucket/prefix/exp001)",
     )
     add_logdir_argument(parser)
     add_endpoint_argument(parser)
@@ -93,13 +94,16 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
             return store, run_id
     except (OSError, ValueError) as exc:
         raise UsageError(redact_credentials(exc)) from None
-    if os.path.isdir(args.run):  # a run directory given by path: read it as its own root
-        store = RunStore(Path(args.run))
+    given = Path(args.run)
+    if given.is_file():  # one of a run's files (metrics.jsonl, info.log, an event file): its folder is the run
+        given = given.parent
+    if given.is_dir():  # a run directory given by path: read it as its own root
+        store = RunStore(given)
         if "." in {info.id for info in store.list_runs()}:
             return store, "."
     raise UsageError(
-        f"no run {redact_credentials(args.run)!r}: not a run id under {root} and not a directory holding "
-        "*.jsonl metrics files"
+        f"no run {redact_credentials(args.run)!r}: not a run id under {root}, and not a run's folder or file "
+        "(metrics *.jsonl, TensorBoard event files, or MindFormers' info.log)"
     )
 
 

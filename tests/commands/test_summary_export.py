@@ -95,3 +95,20 @@ def test_hostile_metadata_values_never_break_summary_or_export(root: Path, capsy
     assert out["status"] == "finished" and out["reason"] == "inf" and out["name"] == "5"
     assert main(["summary", "grp/exp1", "--root", str(root)]) == 0
     assert main(["export", "grp/exp1", "--root", str(root)]) == 0
+
+
+def test_summary_accepts_one_of_a_runs_files(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``summary …/metrics.jsonl`` or ``…/rank_0/info.log``, as people paste them: the file's folder is the run."""
+    from tests.ingest.test_mindformers_source import write
+
+    assert main(["summary", str(root / "grp" / "exp1" / "metrics.jsonl"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "finished" and out["last_step"] == 5
+    log = tmp_path / "job" / "output" / "log" / "rank_0" / "info.log"
+    log.parent.mkdir(parents=True)
+    write(log, range(1, 21))
+    assert main(["summary", str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["last_step"] == 20
+    (tmp_path / "notes.txt").write_text("not a run\n")
+    assert main(["summary", str(tmp_path / "notes.txt")]) == 2
+    assert "TensorBoard event files, or MindFormers' info.log" in capsys.readouterr().err
