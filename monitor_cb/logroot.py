@@ -34,13 +34,15 @@ def env_logdir(env: Mapping[str, str] | None = None) -> str | None:
 def log_root(value: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | str:
     """The log root: ``value`` (a ``--logdir``) when given, else the environment's, else ``./logs``.
 
-    A path is returned as given (relative paths stay relative; it need not exist); a URL as a
-    string without credentials (``file://`` URLs become paths).
+    A path is returned as given (relative paths stay relative; it need not exist), or its folder when it
+    is a regular file (a run's ``metrics.jsonl`` or ``info.log`` pasted as the root: its run is shown); a URL
+    as a string without credentials (``file://`` URLs become paths).
     """
     raw = os.fspath(value) if value is not None and os.fspath(value) != "" else (env_logdir(env) or DEFAULT_LOGDIR)
     if is_url(raw):
         return clean_url(raw)
-    return Path(local_path(raw)).expanduser()
+    path = Path(local_path(raw)).expanduser()
+    return path.parent if path.is_file() else path
 
 
 def logdir_argument(argv: Sequence[str]) -> str | None:

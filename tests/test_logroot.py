@@ -35,3 +35,13 @@ def test_the_dashboard_resolves_the_same_root(tmp_path: Path) -> None:
     assert resolve_logdir(["--logdir", str(tmp_path)], {}) == tmp_path.resolve()
     assert resolve_logdir([], {"MONITOR_CB_LOGDIR": str(tmp_path / "b")}) == (tmp_path / "b").resolve()
     assert resolve_logdir([], {}, cwd=tmp_path) == (tmp_path / "logs").resolve()
+
+
+def test_a_file_given_as_the_root_means_its_folder(tmp_path: Path) -> None:
+    """A run's file pasted as ``--logdir`` (``…/rank_0/info.log``, ``…/metrics.jsonl``) opens the run it belongs to."""
+    log = tmp_path / "output" / "log" / "rank_0" / "info.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("")
+    assert log_root(str(log)) == log.parent
+    assert log_root(str(tmp_path / "output")) == tmp_path / "output"
+    assert log_root(str(tmp_path / "missing.jsonl")) == tmp_path / "missing.jsonl", "a path that does not exist stays"
