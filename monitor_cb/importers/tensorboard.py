@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor_cb.config_masking import mask_config_texts
 from monitor_cb.importers.event_scan import ScanResult, record_span, scan
 from monitor_cb.importers.f32 import shortest_f32
 from monitor_cb.importers.tags import (
@@ -290,7 +291,7 @@ class TensorBoardRun:
             "start_time": self.first_wall_time,
             "last_event_time": self.last_wall_time,
             "last_write": self.last_write,
-            "config": dict(self.texts),
+            "config": mask_config_texts(self.texts),  # paths and credentials masked, as ours
             "event_files": len(self._files),
             "unaligned_sample_values": self.unaligned,
             "bad_step_values": sum(self.bad_steps.values()),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor_cb.config_masking import mask_config_texts
 from monitor_cb.ingest.source import TableSource
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import open_regular
@@ -336,7 +337,7 @@ def _listed_meta(reader: Any, peeks: dict[int, EventPeek]) -> dict[str, Any]:
     meta.update(
         start_time=min(p.first_wall for p in peeks.values()),
         last_event_time=max(p.last_wall for p in peeks.values()),
-        config=texts,
+        config=mask_config_texts(texts),
         unaligned_sample_values=None,
         bad_step_values=None,
     )

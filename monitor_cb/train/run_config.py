@@ -10,12 +10,10 @@ credential values from the environment become ``***``. Pure: no MindSpore import
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from monitor_cb.masking import MASK, mask_url
-from monitor_cb.storage.urls import redact_credentials
+from monitor_cb.config_masking import MAX_DEPTH, MAX_ITEMS, mask_config
 from monitor_cb.train.train_config import CELL_NOISE
 
 # The YAML sections that describe a MindFormers run, kept whole (masked); ``model`` is summarised.
@@ -31,12 +29,6 @@ MINDFORMERS_SECTIONS = (
 MINDFORMERS_SCALARS = ("seed", "use_parallel", "micro_batch_interleave_num", "run_mode", "resume_training")
 # Nested parts of a model config that repeat other sections or only matter for inference.
 _MODEL_SKIP = {"parallel_config", "moe_config", "quant_config", "pipeline_stage", "type"}
-_SECRET_KEY = re.compile(r"secret|passw|(^|hf_|access_|auth_|api_)token$|api_?key|access_?key|credential", re.I)
-_PATH_KEY = re.compile(r"(dir|path|file|ckpt|checkpoint)(_or_path)?$|^load_checkpoint$", re.I)
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
-_MAX_DEPTH = 8
-_MAX_ITEMS = 200
-_MAX_TEXT = 500
 
 
 def mindformers_summary(config: Mapping[str, Any], model: Any = None) -> dict[str, Any]:
@@ -114,28 +106,6 @@ def _model_summary(model: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def mask_config(value: Any, key: str = "", depth: int = 0) -> Any:
-    """``value`` with secrets, paths and URLs masked (see the module docstring), recursively."""
-    if depth > _MAX_DEPTH:
-        return MASK
-    if isinstance(value, dict):
-        return {str(k): mask_config(v, str(k), depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}
-    if isinstance(value, list):
-        return [mask_config(v, key, depth + 1) for v in value[:_MAX_ITEMS]]
-    if not isinstance(value, str):
-        return value
-    if not value:
-        return value
-    if _SECRET_KEY.search(key):
-        return MASK
-    if _URL.match(value):
-        return mask_url(value)
-    has_dirs = "/" in value or "\\" in value
-    if (_PATH_KEY.search(key) and has_dirs) or value.startswith(("/", "~", "./", "../")) or "\\" in value:
-        return "…/" + re.split(r"[/\\]", value.rstrip("/\\"))[-1] if value.strip("/\\") else MASK
-    return redact_credentials(value)[:_MAX_TEXT]
-
-
 def to_plain(value: Any, depth: int = 0) -> Any:
     """Mappings, config objects (``to_dict()``) and sequences as plain dicts, lists and scalars.
 
@@ -143,16 +113,16 @@ def to_plain(value: Any, depth: int = 0) -> Any:
     replaces a built ``scale_sense`` cell by ``{"type": DynamicLossScaleUpdateCell, ...}``, the class);
     a non-finite float stays a float (the writer encodes it).
     """
-    if depth > _MAX_DEPTH:
+    if depth > MAX_DEPTH:
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     if isinstance(value, type):
         return value.__name__
     if isinstance(value, Mapping):
-        return {str(k): to_plain(v, depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}
+        return {str(k): to_plain(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}
     if isinstance(value, (list, tuple)):
-        return [to_plain(v, depth + 1) for v in value[:_MAX_ITEMS]]
+        return [to_plain(v, depth + 1) for v in value[:MAX_ITEMS]]
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         try:
@@ -180,7 +150,7 @@ def _object_summary(value: Any, depth: int) -> Any:
         return name
     scalars = {
         k: v
-        for k, v in list(attrs.items())[:_MAX_ITEMS]
+        for k, v in list(attrs.items())[:MAX_ITEMS]
         if not k.startswith("_") and k not in CELL_NOISE and isinstance(v, (bool, int, float, str))
     }
     return {"type": name, **scalars} if scalars else name

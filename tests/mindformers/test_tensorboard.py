@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from monitor_cb.cli import main
+from monitor_cb.config_masking import mask_config_texts
 from monitor_cb.ingest.store import RunStore
 from tests.mindformers.harness import TrainedRun
 
@@ -136,8 +137,12 @@ def test_the_config_text_summaries_are_the_runs_config(yaml_run: TrainedRun) -> 
         texts[tag.removesuffix("/text_summary")] = b"".join(event.tensor_proto.string_val).decode()
     info = {i.id: i for i in RunStore(yaml_run.cwd, cache=False).list_runs()}[TB_RUN]
     assert {"model", "runner_config", "lr_schedule", "optimizer"} <= set(texts)
-    assert info.meta["config"] == texts
+    # shown as MindFormers wrote them, with places and credentials masked as LiveMonitor masks its own config
+    assert info.meta["config"] == mask_config_texts(texts)
     assert "'hidden_size': 32" in info.meta["config"]["model"]
+    paths = {tag for tag, text in texts.items() if "'/" in text}
+    assert paths, "MindFormers' config texts name places (a strategy checkpoint file under the job's folder)"
+    assert not any("'/" in info.meta["config"][tag] for tag in paths), "no absolute path is shown"
 
 
 def test_livemonitors_records_of_the_same_job_equal_tensorboards(job: Job) -> None:
