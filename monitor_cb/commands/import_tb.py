@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _convert(reader: Any, src: Path, dest: Path, name: str | None) -> dict[int, int] | None:
     """Write every record of ``reader``; per-rank record counts, or None after an error message."""
+    from monitor_cb.config_masking import mask_config_texts
     from monitor_cb.train.writer import MetricsWriter
 
     records = list(_coalesce(_chunks(reader)))
@@ -72,8 +73,8 @@ def _convert(reader: Any, src: Path, dest: Path, name: str | None) -> dict[int, 
     world_size = max(ranks) + 1 if ranks else 1
     source = str(src.resolve())
     imported_at = time.time()
-    # MindFormers writes its YAML config as add_text summaries: they become the run's config.
-    config = {"source": source, "source_format": "tensorboard", "tensorboard_text": dict(reader.texts)}
+    # MindFormers writes its YAML config as add_text summaries: they become the run's config (masked, as ours).
+    config = {"source": source, "source_format": "tensorboard", "tensorboard_text": mask_config_texts(reader.texts)}
     counts: dict[int, int] = {}
     for rank in ranks:
         mine = [record for record in records if record["rank"] == rank]
