@@ -187,6 +187,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
+FileIdentity = tuple[int, int, int, int, int]  # inode, device, size, mtime ns, ctime ns
+
+
+def identity(st: os.stat_result) -> FileIdentity:
+    """A file's identity from its stat: unchanged while nobody writes, replaces or touches it. What a tail,
+    the summary index and the peeks compare to know a file is the one they read."""
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def is_regular(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` (links followed) is a regular file: a listing's cheap check, never blocking."""
     try:

@@ -31,7 +31,7 @@ import numpy as np
 from monitor_cb.importers.event_scan import ScanResult, _candidates, scan
 from monitor_cb.importers.tags import TEXT_SUFFIX, samples_base
 from monitor_cb.record import STEP_LIMIT
-from monitor_cb.rootfile import MIB, open_regular
+from monitor_cb.rootfile import MIB, FileIdentity, identity, open_regular
 
 EVENT_PEEK_MIN_BYTES = 4 * MIB  # smaller event files are decoded at once (milliseconds)
 EDGE_BYTES = 64 * 1024  # read at each end of the file
@@ -48,7 +48,7 @@ _CRC_EVERY = 32  # every this many records of a chain (and its first and last) h
 class EventPeek:
     """What a listing knows of an event file it did not decode: the numbers its rank's table would show."""
 
-    ident: tuple[int, int, int, int, int]  # (inode, device, size, mtime ns, ctime ns) when peeked
+    ident: FileIdentity  # when peeked
     rows: int
     first_step: int
     last_step: int
@@ -71,7 +71,7 @@ def peek_events(
             if size < max(min_bytes, 2 * EDGE_BYTES):
                 return None
             head = os.pread(fd, EDGE_BYTES, 0)
-            ident = (st.st_ino, st.st_dev, size, st.st_mtime_ns, st.st_ctime_ns)
+            ident = identity(st)
             window = EDGE_BYTES
             while window <= min(MAX_TAIL_BYTES, size // 2):  # wide rows: a longer tail, for the last rows' times
                 found = _peek(head, os.pread(fd, window, size - window), size, ident)

@@ -23,7 +23,7 @@ from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, decode_line
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.ingest.summary_index import Ident, SourceSummary
 from monitor_cb.record import STEP_LIMIT
-from monitor_cb.rootfile import MIB, open_regular
+from monitor_cb.rootfile import MIB, identity, open_regular
 
 PEEK_MIN_BYTES = 4 * MIB  # smaller files are parsed at once (milliseconds)
 EDGE_BYTES = 64 * 1024  # read at each end of the file for its first and last records
@@ -54,7 +54,7 @@ def peek_file(
                 return None
             head = os.pread(fd, EDGE_BYTES, 0)
             tail = os.pread(fd, EDGE_BYTES, size - EDGE_BYTES)
-            ident: Ident = (st.st_ino, st.st_dev, size, st.st_mtime_ns, st.st_ctime_ns)
+            ident = identity(st)
     except Exception:  # noqa: BLE001 - a FIFO, a link out, a vanished file: the read says why
         return None
     pending = len(tail) - (tail.rfind(b"\n") + 1)

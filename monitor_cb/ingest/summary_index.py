@@ -21,13 +21,13 @@ from typing import Any
 
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import STEP_LIMIT
-from monitor_cb.rootfile import STATE_CAP, UnsafeFileError, read_json, write_atomic
+from monitor_cb.rootfile import STATE_CAP, FileIdentity, UnsafeFileError, identity, read_json, write_atomic
 
 INDEX_NAME = "index.json"
 FORMAT = 2  # 2: partial_count
 WRITE_EVERY_S = 10.0  # the index is rewritten at most this often (and only when something changed)
 
-Ident = tuple[int, int, int, int, int]  # inode, device, size, mtime_ns, ctime_ns
+Ident = FileIdentity  # inode, device, size, mtime_ns, ctime_ns
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def file_ident(path: PurePath) -> Ident | None:
 
     if not _stat.S_ISREG(st.st_mode):
         return None
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return identity(st)
 
 
 MIN_LINE_BYTES = len(b"{}\n")  # no record line is shorter (a bad line is at least one byte and its newline)

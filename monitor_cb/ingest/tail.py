@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP
-from monitor_cb.rootfile import UnsafeFileError, open_regular
+from monitor_cb.rootfile import UnsafeFileError, identity, open_regular
 
 if TYPE_CHECKING:
     from monitor_cb.ingest.colcache import Fingerprint
@@ -135,7 +135,7 @@ class FileTail:
             self.missing = True
             return
         self.missing = False
-        signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        signature = identity(st)
         if signature == self._signature:
             return
         with contextlib.ExitStack() as stack:
@@ -177,7 +177,7 @@ class FileTail:
                 break
             yield item
         # Only now: a reader that stopped half-way must see the change again next poll.
-        self._signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        self._signature = identity(st)
 
     def _consume(self, fd: int, data: bytes) -> Chunk | Skipped | None:
         start = self.offset
@@ -257,7 +257,7 @@ class FileTail:
             self.size, self.mtime = size, st.st_mtime
             self._ident = (st.st_ino, st.st_dev)
             self._advance(fd, size)
-            self._signature = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            self._signature = identity(st)
             return result
 
     # ------------------------------------------------------------------ the columnar cache
