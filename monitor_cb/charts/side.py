@@ -56,23 +56,6 @@ class SideView:
     unshared_y: tuple[str, ...] = ()
 
 
-def side_figures(
-    runs: Sequence[RunData],
-    aligned: Alignment,
-    metrics: Sequence[str],
-    options: ChartOptions,
-    *,
-    colors: Mapping[str, str] | None = None,
-    shared_y: bool = True,
-    x_bounds: tuple[Any, Any] | None = None,
-    shared_x: bool | None = None,
-) -> dict[str, list[go.Figure]]:
-    """Run id -> one figure per metric of ``metrics``: :func:`side_view`'s panels."""
-    return side_view(
-        runs, aligned, metrics, options, colors=colors, shared_y=shared_y, x_bounds=x_bounds, shared_x=shared_x
-    ).panels
-
-
 def side_view(
     runs: Sequence[RunData],
     aligned: Alignment,

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from monitor_cb.charts.side import MIN_SHARE, SideView, share_y, shared_x_blanks, side_figures, side_view
+from monitor_cb.charts.side import MIN_SHARE, SideView, share_y, shared_x_blanks, side_view
 from monitor_cb.compare.align import align_runs
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.views.compare_session import CompareSettings, x_bounds
@@ -28,7 +28,7 @@ def panels(runs: list[RunData], metrics: tuple[str, ...], **settings: object) ->
     aligned = align_runs(runs, "step")
     bounds = (1, max(len(r.frame) for r in runs))
     shared = bool(settings.get("shared_y", True))
-    return side_figures(runs, aligned, metrics, options, shared_y=shared, x_bounds=bounds)
+    return side_view(runs, aligned, metrics, options, shared_y=shared, x_bounds=bounds).panels
 
 
 def test_each_run_gets_one_panel_per_chosen_metric_in_order() -> None:
