@@ -16,12 +16,13 @@ or crashed.
 from __future__ import annotations
 
 import math
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from monitor_cb.processes import pid_alive
 
 ENDED = "ended"  # a run that records no status and was not seen growing (or stopped growing long ago)
 FINAL = ("finished", "failed", "stopped", ENDED)
@@ -184,7 +185,7 @@ def process_gone(meta: dict[str, Any]) -> bool:
     try:
         import psutil
     except ImportError:  # pragma: no cover - psutil is pinned
-        return not _pid_alive(pid)
+        return not pid_alive(pid)
     try:
         created = psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:
@@ -193,13 +194,3 @@ def process_gone(meta: dict[str, Any]) -> bool:
         return False
     start = meta.get("start_time")
     return type(start) in (int, float) and -1e18 < start < 1e18 and created > start + 5.0
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True

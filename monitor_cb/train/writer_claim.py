@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from monitor_cb.processes import pid_alive
 from monitor_cb.record import METRICS_SUFFIX, SEG_LIMIT, meta_path_for
 from monitor_cb.rootfile import read_capped, read_tail
 
@@ -225,22 +226,12 @@ def _holder_alive(holder: dict[str, Any], fd: int) -> bool:
     """Without flock: the same host's holder lives while its pid does; another host's while it heartbeats."""
     pid = holder.get("pid")
     if holder.get("host") == socket.gethostname():
-        return type(pid) is int and 0 < pid < _PID_LIMIT and _pid_alive(pid)
+        return type(pid) is int and 0 < pid < _PID_LIMIT and pid_alive(pid)
     try:
         age = time.time() - os.fstat(fd).st_mtime
     except OSError:
         return False
     return age < STALE_S
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's live process
-    return True
 
 
 def _write_lock(claim: Claim) -> None:
