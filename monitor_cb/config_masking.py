@@ -69,7 +69,6 @@ def _mask_text(tag: str, text: str) -> str:
         value = None
     if isinstance(value, dict | list):
         return repr(mask_config(value, tag))
-    masked = mask_config(text, tag)
-    if masked != text[:MAX_TEXT]:
-        return str(masked)  # the whole text is a path, URL or secret
+    if "\n" not in text and (text.startswith(("/", "~", "./", "../")) or _URL.match(text)):
+        return str(mask_config(text, tag))  # the whole text is one path or URL
     return redact_credentials(_QUOTED_PATH.sub(lambda m: f"{m[1]}…/{m[2]}{m[1]}", text))

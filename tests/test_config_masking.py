@@ -21,6 +21,10 @@ def test_mindformers_config_texts_keep_their_shape_with_places_and_secrets_maske
     assert "hf_abcdefghijklmnop" not in got["hub"] and "pw@" not in got["hub"] and "hub.example.com" in got["hub"]
     assert got["note"] == "LlamaConfig(path='…/vocab.model', seq_length=16)"
     assert got["api_key"] == "***"
+    long = "LlamaConfig(" + "a=1, " * 200 + "url='https://bob:pw@x.example.com/y')"  # not a literal, 1 kB
+    masked = mask_config_texts({"long": long})["long"]
+    assert "pw@" not in masked and masked.startswith("LlamaConfig(a=1, ") and masked.endswith("/y')"), "kept whole"
+    assert mask_config_texts({"ckpt": "/data/alice/run.ckpt"}) == {"ckpt": "…/run.ckpt"}
 
 
 def test_hostile_texts_are_data_never_code_and_stay_bounded() -> None:
