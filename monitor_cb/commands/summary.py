@@ -33,8 +33,8 @@ def build_summary(store: Any, run_id: str) -> dict[str, Any]:
     """The summary as plain JSON-safe data (non-finite floats as "NaN" / "Infinity" strings)."""
     from monitor_cb.record import encode_value
 
-    info = store.run_info(run_id)
     data = store.read(run_id)
+    info = store.run_info(run_id)  # after the read: a file listed from its ends has its exact counts now
     frame = data.frame
     last: dict[str, Any] = {}
     for column, logged in data.masks.items():

@@ -3,11 +3,13 @@ and its first and last records, and parsed only when its rows are asked for.
 
 Why: a server's first listing of a root no index describes yet parsed every metrics file in full before
 anything was drawn (1M steps: seconds per file; a shared root holds dozens, often on NFS). TensorBoard
-lists runs by their directories and reads the one being looked at first; so does this. The listing's
-numbers are the ones a full read gives: a file is listed from its ends only when they show steps logged
-at one fixed stride (every step, or every k-th) and the file's size agrees with that many rows of the
-lines seen; otherwise it is parsed, as before. The rows replace the peek as soon as the file is read (its
-first chart, or any change of the file).
+lists runs by their directories and reads the one being looked at first; so does this. A file is listed
+from its ends only when they show steps logged at one fixed stride (every step, or every k-th) and the
+file's size agrees with that many rows of the lines seen; otherwise it is parsed, as before. Its first
+and last step, pending bytes, last write and usual interval are a full read's; its row count is the
+stride's (a step logged off the stride between the ends is not seen: a real run with 9 extra steps at its
+epoch ends lists 111,327 of 111,336 rows), and bad lines are not counted. The rows replace the peek, and
+so the counts become exact, as soon as the file is read (its first chart, any change of the file).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -168,3 +169,38 @@ def test_a_peeked_file_that_grows_is_read_and_seen_growing(tmp_path: Path) -> No
     info = store.list_runs()[0]
     assert info.last_step == STEPS + 10 and info.n_records == STEPS + 10
     assert info.status == "running", "seen growing by this process"
+
+
+REAL_RUNS = Path(__file__).resolve().parents[2] / ".." / "shared" / "real_runs"
+
+
+@pytest.mark.skipif(not REAL_RUNS.is_dir(), reason="../shared/real_runs is not here")
+def test_real_runs_are_peeked_close_to_a_full_read_and_exact_once_read(tmp_path: Path) -> None:
+    """Curves other people logged (article-format lines, odd strides, relative ``t``): each file past the two
+    edges is either parsed, or listed from its ends with a full read's steps, times and state, and its row
+    count from the steps' stride. That count is an estimate: ratos_nan logs every 10th step but adds one at
+    each of its 9 epoch ends (111,327 from the stride, 111,336 rows); the store's listing is exact once read."""
+    peeked = parsed = 0
+    for path in sorted(REAL_RUNS.glob("*/metrics.jsonl")):
+        if path.stat().st_size < 2 * EDGE_BYTES:
+            continue
+        peek = peek_file(path, 0, REAL_RUNS, min_bytes=0)
+        if peek is None:
+            parsed += 1
+            continue
+        peeked += 1
+        want = full_summary(path, REAL_RUNS)
+        same = dataclasses.replace(peek.summary, interval=None, n=want.n)  # type: ignore[attr-defined]
+        assert same == dataclasses.replace(want, interval=None), path  # type: ignore[type-var]
+        assert abs(peek.summary.n - want.n) <= 1e-3 * want.n, (path, peek.summary.n, want.n)  # type: ignore[attr-defined]
+        assert (peek.summary.interval is None) == (want.interval is None), path  # type: ignore[attr-defined]
+        if want.interval is not None:  # type: ignore[attr-defined]
+            assert peek.summary.interval == pytest.approx(want.interval, rel=1e-6, abs=1e-9), path  # type: ignore[attr-defined]
+    assert peeked and parsed + peeked >= 10, (peeked, parsed)
+    root = tmp_path / "logs"
+    (root / "ratos_nan").mkdir(parents=True)
+    shutil.copy(REAL_RUNS / "ratos_nan" / "metrics.jsonl", root / "ratos_nan" / "metrics.jsonl")
+    store = RunStore(root, cache=False, rescan_interval_s=0, peek_min_bytes=0)
+    assert store.list_runs()[0].n_records == 111_327, "from the stride"
+    store.read("ratos_nan")
+    assert store.list_runs()[0].n_records == 111_336, "exact once read"
