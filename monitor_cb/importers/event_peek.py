@@ -3,11 +3,11 @@
 Why: a fresh root's first listing decoded every event file in full (about 1.1 s per 1M-step
 MindFormers run), so a shared root of twenty runs took twenty seconds before anything was drawn.
 TensorBoard lists runs by their directories and reads the one being looked at; this does the same
-with numbers a full decode gives: the first 64 kB of a file (from offset 0, a known record boundary)
-give its first step and wall time, the last 64 kB (up to 1 MiB when rows are wide) its last step and the
-times of its last 64 rows, and
-the file is listed from them only when both ends show rows at one stride and the file's size agrees
-with that many rows of the records seen. Anything else (text or histograms near the end, a stride
+from the ends: the first 64 kB of a file (from offset 0, a known record boundary) give its first step
+and wall time, the last 64 kB (up to 1 MiB when rows are wide) its last step and the times of its last
+64 rows, and the file is listed from them only when both ends show rows at one stride and the file's
+size agrees (within 3%) with that many rows of the records seen. The row count is the stride's: a few
+steps off the stride between the ends are counted once the file is decoded. Anything else (text or histograms near the end, a stride
 change, a resumed run in the same file, a tail that cannot be framed with certainty) means "decode
 it", as before.
 
