@@ -7,9 +7,9 @@ from the ends: the first 64 kB of a file (from offset 0, a known record boundary
 and wall time, the last 64 kB (up to 1 MiB when rows are wide) its last step and the times of its last
 64 rows, and the file is listed from them only when both ends show rows at one stride and the file's
 size agrees (within 3%) with that many rows of the records seen. The row count is the stride's: a few
-steps off the stride between the ends are counted once the file is decoded. Anything else (text or histograms near the end, a stride
-change, a resumed run in the same file, a tail that cannot be framed with certainty) means "decode
-it", as before.
+steps off the stride between the ends are counted once the file is decoded. Anything else (text or
+histograms near the end, a stride change, a resumed run in the same file, a tail that cannot be framed
+with certainty) means "decode it", as before.
 
 Framing the tail: a record is ``u64 length | u32 masked CRC-32C of those 8 bytes | payload | u32
 masked CRC-32C of the payload``. Inside the last window the scanner's vectorised shape test
