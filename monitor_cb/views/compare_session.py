@@ -186,6 +186,7 @@ def report_html(
     """The self-contained HTML report of this comparison (overlay charts, summary, config diff), in the
     page's colours (``colors``, as :func:`build_view` takes them)."""
     from monitor_cb.views.report import build_report
+    from monitor_cb.views.summary_cells import durations_as_text
 
     view = build_view(runs, settings, side_by_side=False, colors=colors)
     notes = [
@@ -201,7 +202,7 @@ def report_html(
     return build_report(
         title,
         list(view.figures.values()),
-        view.summary,
+        durations_as_text(view.summary),
         diff_table(runs, all_keys),
         notes,
         dt.datetime.now(dt.timezone.utc),
