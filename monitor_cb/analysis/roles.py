@@ -250,11 +250,14 @@ def automatic(columns: Sequence[str]) -> Casting:
 
 
 def cast(
-    columns: Sequence[str], chosen: Mapping[str, Sequence[str]] | None = None, chosen_where: str = "set by hand"
+    columns: Sequence[str],
+    chosen: Mapping[str, Sequence[str]] | None = None,
+    chosen_where: str | Mapping[str, str] = "set by hand",
 ) -> Casting:
     """The run's roles: :func:`automatic`, with each role in ``chosen`` replaced by the metrics named there.
 
-    ``chosen_where`` says where the choice was made (``"set in the URL"``, ``"set in Settings"``). A role
+    ``chosen_where`` says where the choice was made (``"set in the URL"``, ``"set in Settings"``; one per
+    role as a mapping). A role
     chosen with names the run lacks keeps its automatic metrics and the casting lists the names as unknown;
     an empty choice means "no metric plays it". Unknown roles in ``chosen`` are ignored.
     """
@@ -278,7 +281,8 @@ def cast(
                 if not metrics[other]:
                     del metrics[other], why[other]
         if have:
-            metrics[role], why[role] = have, chosen_where
+            where = chosen_where if isinstance(chosen_where, str) else chosen_where.get(role, "set by hand")
+            metrics[role], why[role] = have, where
         else:
             metrics.pop(role, None)
             why.pop(role, None)

@@ -71,6 +71,7 @@ LABELS: dict[str, str] = {
     "straggler_cost": "Straggler: share of the job's step time a slow rank costs (0.15 = 15%)",
     "divergence_z": "Rank apart: distance in cross-rank sigmas",
     "divergence_rel": "Rank apart: distance from the others (0.05 = 5%)",
+    "roles": "Metric roles",
 }
 
 _SIGMA = (
@@ -196,6 +197,10 @@ HELP: dict[str, str] = {
     ),
     "divergence_z": "Loss or grad norm this many cross-rank sigmas from the other ranks' median departs...",
     "divergence_rel": "...and at least this far from it, relative (0.05 = 5%).",
+    "roles": (
+        "Which metrics play the training loss, eval loss, learning rate, ... in every run of the root, over the "
+        "roles told from the names ({role: [metric names]})."
+    ),
 }
 
 __all__ = ["HELP", "LABELS"]
