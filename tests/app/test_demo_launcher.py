@@ -256,3 +256,38 @@ def test_a_demo_another_dashboard_started_is_known_by_its_nonce_and_stopped(log_
         if not proc_gone:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(state.pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- a read-only dashboard (#34 item 2)
+WRITE_KEYS = ("start_demo", "stop_demo", "write_samples")
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if ".monitor" not in p.parts}
+
+
+def test_a_read_only_dashboard_offers_no_demo_and_no_samples(
+    log_root: Path, fake_demo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As found: with ``--read-only-settings`` a viewer clicked "Generate sample runs" (four runs written) and
+    could start the demo. Now no page offers either, on an empty root or beside runs."""
+    monkeypatch.setenv("MONITOR_READ_ONLY_SETTINGS", "1")
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert not at.exception
+    assert not [b for b in at.button if b.key in WRITE_KEYS]
+    assert any("read-only" in i.value for i in at.info)
+    log_root = log_root.parent / "with-runs"  # a root the cached store of the empty one has not listed
+    monkeypatch.setenv("MONITOR_LOGDIR", str(log_root))
+    write_run(log_root, "exp1", steps=50)
+    before = _files(log_root)
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert not at.exception and len(at.sidebar.selectbox[0].options) == 1
+    assert not [b for b in at.button if b.key in WRITE_KEYS]
+    for button in at.sidebar.button:  # whatever else the sidebar offers writes nothing into the root
+        button.click().run()
+        assert not at.exception
+    assert _files(log_root) == before
+    assert launcher.demo_state(log_root) is None  # nothing started
+    monkeypatch.delenv("MONITOR_READ_ONLY_SETTINGS")
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert at.sidebar.button(key="write_samples")  # an open dashboard still offers them
