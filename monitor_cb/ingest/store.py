@@ -242,6 +242,7 @@ class RunStore:
                 reason = getattr(getattr(source, "tail", None), "refused", None)
                 if reason is not None:
                     refused[str(source.path)] = reason
+                refused.update(getattr(source, "skipped", None) or {})  # a log's rotated files
         for part in (self.cache, self.index):
             refused.update(getattr(part, "refused", None) or {})
         return [f"skipped {path}: {reason}" for path, reason in sorted(refused.items())]

@@ -7,10 +7,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from monitor_cb.ingest.status import ACTIVE
+
 # Sidebar refresh choices: label -> seconds (None = no automatic refresh).
 REFRESH_CHOICES: dict[str, float | None] = {"off": None, "1 s": 1.0, "2 s": 2.0, "5 s": 5.0, "10 s": 10.0}
 DEFAULT_REFRESH = "2 s"
-ACTIVE_STATUSES = frozenset({"running", "stalled"})
+ACTIVE_STATUSES = ACTIVE  # running, stalled, starting
 
 
 class RunLike(Protocol):
