@@ -88,3 +88,20 @@ def pick_run(run_ids: Sequence[str], wanted: str | None) -> str | None:
     if wanted is not None and wanted in run_ids:
         return wanted
     return run_ids[0] if run_ids else None
+
+
+def resolve_wanted(runs: Sequence[RunLike], wanted: str | None) -> str | None:
+    """The run id a URL's ``?run=`` means: the id itself; else the one run below that folder
+    (``llama`` for ``llama/output/log``, a MindFormers job opened by its folder); else the one run of
+    that name. None when it names no run (or several: no guess)."""
+    if not wanted:
+        return None
+    ids = [r.id for r in runs]
+    if wanted in ids:
+        return wanted
+    folder = wanted.strip("/")
+    below = [i for i in ids if i.startswith(folder + "/")]
+    if len(below) == 1:
+        return below[0]
+    named = [r.id for r in runs if r.name == folder]
+    return named[0] if len(named) == 1 else None
