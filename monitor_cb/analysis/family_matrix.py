@@ -58,6 +58,8 @@ class HeatmapData:
         ratio: log10 of the bucket's extreme (its max or min, whichever is further) over the
             parameter's baseline; NaN where the parameter logged nothing in the bucket.
         value: the extreme itself (hover text); ``nonfinite``: NaN/Inf logged in the bucket.
+        judged: the cell's baseline came from buckets before it (False for a run's first buckets,
+            judged against the run's own start: coloured, but never a top mover).
     """
 
     members: tuple[str, ...]
@@ -66,6 +68,7 @@ class HeatmapData:
     ratio: np.ndarray
     value: np.ndarray
     nonfinite: np.ndarray
+    judged: np.ndarray
 
     @property
     def empty(self) -> bool:
@@ -202,24 +205,26 @@ class FamilyMatrix:
         hi, lo, count, bad = self.hi[:, used], self.lo[:, used], self.count[:, used], self.bad[:, used]
         with np.errstate(divide="ignore", invalid="ignore"):
             level = np.where(count > 0, self.logsum[:, used] / np.maximum(count, 1), np.nan)
-            base = _trailing_median(level, self.options.baseline_buckets, self.options.min_baseline)
+            base, judged = _trailing_median(level, self.options.baseline_buckets, self.options.min_baseline)
             up = np.log(np.maximum(np.abs(hi), _TINY)) - base
             down = np.log(np.maximum(np.abs(lo), _TINY)) - base
             use_hi = ~(np.abs(down) > np.abs(up))
             ratio = np.where(use_hi, up, down) / np.log(10.0)
             value = np.where(use_hi, hi, lo)
-        return HeatmapData(self.members, self.first[used].copy(), self.last[used].copy(), ratio, value, bad[:, :] > 0)
+        first, last = self.first[used].copy(), self.last[used].copy()
+        return HeatmapData(self.members, first, last, ratio, value, bad > 0, judged)
 
 
-def _trailing_median(level: np.ndarray, window: int, min_count: int) -> np.ndarray:
-    """Per cell: the median of the finite cells among the ``window`` before it in its row.
+def _trailing_median(level: np.ndarray, window: int, min_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell: the median of the finite cells among the ``window`` before it in its row, and whether
+    there were ``min_count`` of them.
 
-    Cells with fewer than ``min_count`` finite cells before them take the median of the row's first
-    ``window`` finite cells (a run's start is judged against itself).
+    Cells with fewer take the median of the row's first ``window`` finite cells (a run's start is
+    judged against itself).
     """
     p, n = level.shape
     if n == 0:
-        return level.copy()
+        return level.copy(), np.zeros(level.shape, bool)
     padded = np.concatenate([np.full((p, window), np.nan), level], axis=1)
     windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)[:, :n]  # cells before each cell
     ordered = np.sort(windows, axis=-1)  # NaN sort last
@@ -228,7 +233,8 @@ def _trailing_median(level: np.ndarray, window: int, min_count: int) -> np.ndarr
     upper = np.take_along_axis(ordered, (valid // 2)[..., None], -1)[..., 0]
     median = np.where(valid > 0, (lower + upper) / 2.0, np.nan)
     start = np.array([_first_median(row, window) for row in level])
-    return np.where(valid >= min_count, median, start[:, None])
+    judged = valid >= min_count
+    return np.where(judged, median, start[:, None]), judged
 
 
 def _first_median(row: np.ndarray, window: int) -> float:
@@ -246,12 +252,12 @@ def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None
     cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
     movers = []
     for i, member in enumerate(data.members):
-        bad = np.flatnonzero(data.nonfinite[i] & cols)
+        bad = np.flatnonzero(data.nonfinite[i] & cols)  # NaN/Inf counts even at a run's start
         if bad.size:
             k = int(bad[0])
             movers.append(Mover(member, float("inf"), int(data.start[k]), float("nan")))
             continue
-        r = np.where(cols & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
+        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
         k = int(np.argmax(r))
         if r[k] > 0:
             movers.append(Mover(member, float(data.ratio[i, k]), int(data.start[k]), float(data.value[i, k])))
