@@ -559,7 +559,10 @@ def show_kpis(k: Kpis, run: Any) -> None:
     if k.stale:
         since = {"delta": "stale", "delta_color": "red", "delta_arrow": "off"}
     else:
-        since = {"help": "Time since the run's files last changed"}
+        since = {
+            "help": "Time since the run last logged: its file's last change while it runs, "
+            "its last record's time once it has ended"
+        }
     _shared.tiles(
         [
             (step_label, format_count(k.step), _step_delta(k)),

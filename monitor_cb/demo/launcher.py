@@ -166,4 +166,9 @@ DEMO_CAPTION = (
     f"({DEMO_STEPS} steps, paced so the curves grow while you watch) and shows its curves live. "
     "Stop it any time."
 )
-SAMPLES_CAPTION = "Writes four synthetic finished runs (one diverges) so every page has something to show."
+# What write_samples writes (monitor_cb.demo.samples.sample_specs): three runs finish, the second diverges and
+# its guard stops it (status "stopped"); a test reads the written runs' statuses against these words.
+SAMPLES_CAPTION = (
+    "Writes four synthetic runs so every page has something to show: three finish, "
+    "one diverges and its NaN guard stops it."
+)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from monitor_cb.analysis.live_series import LiveSeries
 from monitor_cb.ingest.meta_values import finite_float
-from monitor_cb.ingest.status import run_span, time_bounds
+from monitor_cb.ingest.status import is_epoch, run_span, time_bounds
 from monitor_cb.views.runlist import ACTIVE_STATUSES, RunLike, format_age
 
 # A running run whose last write is older than this many typical record intervals looks stale.
@@ -72,6 +72,23 @@ def is_stale(status: str, age_s: float | None, interval_s: float | None) -> bool
     return age_s > limit
 
 
+def update_age(
+    active: bool, last_write: float | None, meta_end: float | None, t_last: float | None, now: float
+) -> float | None:
+    """Seconds since the run last logged ("Since update").
+
+    A running run writes its file, so the file's time is its last update. An ended run's file time may be
+    when it was copied or synced here, not when it logged: its own end time or last record's date counts,
+    and a run with neither (``t`` counting from 0, or none) has no age to show.
+    """
+    if active:
+        return now - last_write if last_write else None
+    for when in (meta_end, t_last):
+        if is_epoch(when):
+            return max(now - float(when), 0.0)  # type: ignore[arg-type]
+    return None
+
+
 KPI_COLUMNS = ("epoch", "loss", "lr", "throughput", "grad_norm")
 
 
@@ -98,7 +115,7 @@ def compute_kpis(
     active = run.status in ACTIVE_STATUSES
     end = finite_float(meta.get("end_time")) or (run.last_write if start is not None and t_last is None else None)
     elapsed = run_span(start, end, t_first, t_last, active, now)
-    age = now - run.last_write if run.last_write else None
+    age = update_age(active, run.last_write, finite_float(meta.get("end_time")), t_last, now)
     return Kpis(
         step=step,
         total_steps=total,

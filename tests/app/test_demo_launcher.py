@@ -154,3 +154,20 @@ def test_demo_running_follows_the_process(tmp_path: Path, fake_demo: None) -> No
     finally:
         if launcher.demo_running(tmp_path):
             _stop(state)
+
+
+def test_the_samples_caption_says_what_the_written_runs_are(log_root: Path) -> None:
+    """Issue 36 item 7: the caption said "four finished runs" while one of them is listed as stopped."""
+    from collections import Counter
+
+    from monitor_cb.ingest.store import RunStore
+
+    at = AppTest.from_file(DASHBOARD, default_timeout=120).run()
+    assert not at.exception
+    caption = next(c.value for c in [*at.caption, *at.sidebar.caption] if "synthetic runs" in c.value)
+    at.button(key="write_samples").click().run()
+    assert not at.exception
+    statuses = Counter(run.status for run in RunStore(log_root).list_runs())
+    assert statuses == {"finished": 3, "stopped": 1}
+    assert "four synthetic runs" in caption and "three finish" in caption
+    assert "one diverges and its NaN guard stops it" in caption and "finished runs" not in caption
