@@ -24,6 +24,7 @@ from monitor_cb.analysis.distributions import percentile_bands
 from monitor_cb.analysis.downsample import downsample_indices
 from monitor_cb.analysis.families import Family, find_families, natural_key
 from monitor_cb.analysis.family_matrix import FamilyMatrix, HeatmapData, MatrixOptions, Mover, top_movers
+from monitor_cb.analysis.roles import automatic
 from monitor_cb.charts.distributions import distribution_figure, histogram_figure
 from monitor_cb.charts.heatmap import HeatmapMark, family_heatmap
 from monitor_cb.charts.style import METRIC_COLORS, NONFINITE_COLOR, PALETTE, escape_html
@@ -158,7 +159,8 @@ def _mark_label(finding: Finding) -> str:
 
 def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Sequence[Finding] = ()) -> go.Figure:
     """The parameter's curve under the loss and the global gradient norm (shared step axis)."""
-    panels = [(c, c) for c in ("loss", "grad_norm") if c in frame.columns]
+    roles = automatic([c for c in frame.columns if isinstance(c, str)]).metrics  # "train/loss" is a run's loss too
+    panels = [(roles[r][0], roles[r][0]) for r in ("loss", "grad_norm") if roles.get(r)]
     panels.append((family.column_of(member), f"{family.name}: {member}"))
     fig = make_subplots(
         rows=len(panels),
@@ -202,7 +204,7 @@ def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Se
                 row=row,
                 col=1,
             )
-        if column not in ("loss",) and np.nanmin(np.where(ys > 0, ys, np.nan), initial=np.inf) < np.inf:
+        if row > 1 and np.nanmin(np.where(ys > 0, ys, np.nan), initial=np.inf) < np.inf:
             fig.update_yaxes(type="log", row=row, col=1)
     for finding in findings:
         fig.add_vline(x=finding.step, line={"color": NONFINITE_COLOR, "dash": "dot", "width": 1})
