@@ -528,3 +528,47 @@ def read_histograms(
     run = SummaryRun(run_dir, root)
     run.poll_batches()
     return run.histograms(rank)
+
+
+def histogram_columns(histograms: dict[str, HistogramSeries]) -> dict[str, np.ndarray]:
+    """Histograms as one row per bucket (for export): tag, rank, step, t, left, right, bucket count, and the
+    histogram's own min, max, count and NaN/inf counts repeated on each of its buckets."""
+    parts: dict[str, list[np.ndarray]] = {key: [] for key in _BUCKET_COLUMNS}
+    for tag, series in histograms.items():
+        for i, step in enumerate(series.steps.tolist()):
+            edges, counts = series.edges[i], series.counts[i]
+            n = len(counts)
+            for key, value in (
+                ("tag", tag),
+                ("rank", series.rank),
+                ("step", step),
+                ("t", series.walls[i]),
+                ("min", series.min[i]),
+                ("max", series.max[i]),
+                ("count", series.count[i]),
+                ("nan_count", series.nan_count[i]),
+                ("pos_inf_count", series.pos_inf_count[i]),
+                ("neg_inf_count", series.neg_inf_count[i]),
+            ):
+                parts[key].append(np.full(n, value, object if key == "tag" else None))
+            parts["left"].append(edges[:-1])
+            parts["right"].append(edges[1:])
+            parts["bucket_count"].append(counts)
+    return {key: np.concatenate(chunks) if chunks else np.empty(0) for key, chunks in parts.items()}
+
+
+_BUCKET_COLUMNS = (
+    "tag",
+    "rank",
+    "step",
+    "t",
+    "left",
+    "right",
+    "bucket_count",
+    "min",
+    "max",
+    "count",
+    "nan_count",
+    "pos_inf_count",
+    "neg_inf_count",
+)
