@@ -141,6 +141,11 @@ class DiagnosisSettings:
     straggler_cost: float = 0.15
     divergence_z: float = 4.0
     divergence_rel: float = 0.05
+    # layer_origin: after a loss spike, grad explosion or NaN, the member of a per-parameter family
+    # (``grad_norm/<param>``, ``local_norm/<param>``...) that first reached ``layer_ratio`` x its own median
+    # within the ``layer_window`` points (of that family) before it.
+    layer_ratio: float = 5.0
+    layer_window: int = 20
 
     def __post_init__(self) -> None:
         for f in fields(self):

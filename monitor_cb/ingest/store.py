@@ -249,6 +249,7 @@ class RunStore:
                 reason = getattr(getattr(source, "tail", None), "refused", None)
                 if reason is not None:
                     refused[str(source.path)] = reason
+                refused.update(getattr(source, "skipped", None) or {})  # a log's rotated files
             if run.summary is not None:
                 refused.update(run.summary.refused())
         for part in (self.cache, self.index):

@@ -114,7 +114,7 @@ def compute_kpis(
     t_first, t_last = time_bounds(series.values("t")) if len(series) and series.has("t") else (None, None)
     active = run.status in ACTIVE_STATUSES
     end = finite_float(meta.get("end_time")) or (run.last_write if start is not None and t_last is None else None)
-    elapsed = run_span(start, end, t_first, t_last, active, now)
+    elapsed = run_span(start, end, t_first, t_last, active, now, finite_float(meta.get("log_end_time")))
     age = update_age(active, run.last_write, finite_float(meta.get("end_time")), t_last, now)
     return Kpis(
         step=step,

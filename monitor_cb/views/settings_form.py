@@ -33,7 +33,8 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("stuck_", "plateau"),
     ("straggler_", "straggler"),
     ("divergence_", "rank_divergence"),
-    ("rank_", "ranks"),  # shared by straggler and rank_divergence
+    ("rank_", "ranks"),
+    ("layer_", "layer_origin"),  # shared by straggler and rank_divergence
 )
 KIND_TITLES: dict[str, str] = {
     "nan": "NaN / Inf",
@@ -49,6 +50,7 @@ KIND_TITLES: dict[str, str] = {
     "straggler": "Straggler rank",
     "rank_divergence": "Rank divergence",
     "ranks": "Ranks side by side (straggler, divergence)",
+    "layer_origin": "Which layer (per-parameter families)",
 }
 GENERAL = "general"
 
