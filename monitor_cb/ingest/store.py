@@ -39,7 +39,6 @@ from monitor_cb.storage.urls import is_url
 if TYPE_CHECKING:
     import pandas as pd
 
-    from monitor_cb.importers.ms_summary import HistogramSeries
     from monitor_cb.ingest.rank_bands import RankBands
     from monitor_cb.ingest.rankagg import NonFinite
 
@@ -468,13 +467,6 @@ class RunStore:
             return run.histograms.histograms(rank)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ across ranks
-    def histograms(self, run_id: str, rank: int | None = None) -> dict[str, HistogramSeries]:
-        """A run's histograms per tag (MindSpore summary runs record them; {} for any other run), read up
-        to now: ``rank`` default the lowest with any (:func:`monitor_cb.importers.ms_summary.read_histograms`).
-        """
-        run = self._run(run_id)
-        return run.summary.histograms(rank) if run.summary is not None else {}
-
     def ranks_of(self, run_id: str) -> list[int]:
         """The run's ranks (polled; files only listed so far are read, their rows left on disk)."""
         return sorted({table.rank for table in self._rank_tables(run_id).values()})
