@@ -175,7 +175,10 @@ def test_eval_metrics_under_fit_are_tagged_with_the_train_step(tmp_path: Path) -
         assert 0 < r["eval_loss"] < 10 and 0 <= r["eval_accuracy"] <= 1 and "loss" not in r
     train = train_records(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in train] == [5, 10]
-    assert all(r["step_time"] < 2 for r in train)
+    # Not an absolute bound (a loaded machine makes steps of any length): the 5 steps of the second interval
+    # took part of the wall time between its two records, which also held the first epoch's evaluation.
+    # That eval time is left out of step_time is tested with explicit clocks in test_timing.py.
+    assert 0 < train[1]["step_time"] * 5 <= (train[1]["t"] - train[0]["t"]) * 1.01 + 1e-3
 
 
 def _nan_model(tmp_path: Path, nan_from: int, **options: object) -> tuple[LiveMonitor, Recorder, Model]:
