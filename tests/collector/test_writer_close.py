@@ -127,7 +127,9 @@ def test_close_gives_up_on_a_hung_disk_and_the_metadata_says_what_was_not_writte
         started = time.monotonic()
         writer.close(timeout=0.5)
         took = time.monotonic() - started
-        assert 0.5 <= took < 5, f"close() took {took:.2f} s"
+        # at least the timeout; the upper bound only says it returned at all (a hung disk held it forever),
+        # loose enough for a loaded machine's scheduling
+        assert 0.5 <= took < 30, f"close() took {took:.2f} s"
         meta = meta_of(run)
         assert meta["status"] == "finished", "the final status is written although the thread is stuck"
         assert meta["written_records"] == 1 == line_count(run / "metrics.jsonl")
