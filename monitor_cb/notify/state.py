@@ -222,6 +222,27 @@ class Outbox:
         book = self.channels.setdefault(channel, ChannelLog())
         book.inflight, book.inflight_sent = [e.id for e in batch], True
 
+    def clamp_to_clock(self, channel: str, now: float, longest: float) -> bool:
+        """Times the clock has gone back past, pulled in: a next try further ahead than ``longest`` to
+        ``now + longest``, a pending alert found after ``now`` to ``now``. True when one moved.
+
+        No back-off is longer than its maximum, and nothing is found in the future, so such a time was
+        set while the clock was ahead (a jump, then NTP's correction): waited for, the alert would expire
+        undelivered.
+        """
+        moved = False
+        for entry in self.entries:
+            delivery = entry.channels.get(channel)
+            if delivery is None or delivery.status != PENDING:
+                continue
+            if delivery.next_try > now + longest:
+                delivery.next_try = now + longest
+                moved = True
+            if entry.created > now:
+                entry.created = now
+                moved = True
+        return moved
+
     @staticmethod
     def due_at(channel: str, batch: list[OutboxEntry]) -> float:
         """When the batch may be tried: after the longest back-off among its alerts."""
