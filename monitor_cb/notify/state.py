@@ -68,6 +68,7 @@ class RunState:
     status: str | None = None
     findings: list[str] = field(default_factory=list)
     alerted: set[str] = field(default_factory=set)
+    started: float | None = None  # when the run first started (its metadata): another time is another run
 
     def seen_finding(self, key: str) -> bool:
         return key in self.findings
@@ -84,6 +85,7 @@ class RunState:
             "status": self.status,
             "findings": list(self.findings),
             "alerted": sorted(self.alerted),
+            "started": self.started,
         }
 
     @classmethod
@@ -94,7 +96,17 @@ class RunState:
             status=data.get("status"),
             findings=[str(k) for k in data.get("findings", [])],
             alerted={str(k) for k in data.get("alerted", [])},
+            started=_number(data.get("started")),
         )
+
+    def forget_reports(self) -> None:
+        """The run was deleted and re-run under its name: what was said of the old one says nothing of it."""
+        self.findings = []
+        self.alerted = set()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # --- the outbox ---------------------------------------------------------------------------------

@@ -108,13 +108,15 @@ def test_watcher_ids_name_the_run_kind_step_and_segment(tmp_path: Path) -> None:
     write_run(root, "exp1", range(1, 21), status="finished")
     watcher = Watcher(root, NotifyConfig(), skip_older=0)
     (first,) = watcher.poll()
-    assert (first.segment, first.id) == (1, alert_id("exp1", "finished", 20, 1))
+    started = watcher.store.run_info("exp1").meta["first_start_time"]  # the run's first start: kept on resumes
+    scope = (os.path.realpath(root), started)  # the root: the same run name under another root is another run
+    assert (first.segment, first.id) == (1, alert_id("exp1", "finished", 20, 1, scope))
     resumed = MetricsWriter(root / "exp1", fsync_interval=0)  # a resume: the writer's next segment
     for step in range(21, 31):
         resumed.log(step=step, loss=1.0 / step, lr=1e-3, grad_norm=1.0)
     resumed.close("finished")
     (second,) = watcher.poll()
-    assert (second.segment, second.id) == (2, alert_id("exp1", "finished", 30, 2))
+    assert (second.segment, second.id) == (2, alert_id("exp1", "finished", 30, 2, scope))
 
 
 # --- real receivers, real watch processes -----------------------------------------------------------
