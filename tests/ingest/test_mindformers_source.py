@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,18 @@ def test_a_log_growing_before_its_first_step_is_starting_then_running_and_lasts_
     assert running.status == "running" and running.last_step == 1
     kpis = compute_kpis(store.read("job/output/log").frame, running, now[0])
     assert kpis.elapsed_s == pytest.approx(45.0), "the log's own span, not now minus its first line"
+
+
+def test_a_worker_log_linked_out_of_the_root_is_a_skipped_file_and_the_other_ranks_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    msrun = root / "job" / "output" / "msrun_log"
+    msrun.mkdir(parents=True)
+    write(tmp_path / "secret.log", range(1, 5))
+    (msrun / "worker_1.log").symlink_to(tmp_path / "secret.log")
+    os.mkfifo(msrun / "worker_2.log")  # not a log: never opened (a FIFO would hang a reader)
+    write(msrun / "worker_0.log", range(1, 4))
+    store = RunStore(root, cache=False)
+    info = {i.id: i for i in store.list_runs()}["job/output/msrun_log"]
+    assert info.last_step == 3 and info.n_records == 3
+    (note,) = store.skipped_files()
+    assert note.startswith(f"skipped {msrun / 'worker_1.log'}: ") and "outside the log root" in note
