@@ -154,6 +154,13 @@ def show_skipped(store: Any) -> None:
         st.text("\n".join(notes[:50]) + (f"\n… and {len(notes) - 50} more" if len(notes) > 50 else ""))
 
 
+def saved_roles() -> dict[str, tuple[str, ...]]:
+    """The metric roles set by hand for every run of this log root (Settings page), ``{role: names}``."""
+    from monitor_cb.diagnosis.settings import load_settings_checked
+
+    return load_settings_checked(log_root())[0].chosen_roles()
+
+
 def md(text: Any) -> str:
     """User text (run names, paths, metadata) made inert for Streamlit Markdown: no formatting, no links."""
     return escape_markdown(str(text))

@@ -90,6 +90,7 @@ class _Run:
         self.tensorboard: TensorBoardGroup | None = None
         self.mflog: MindFormersLogGroup | None = None  # a MindFormers log directory (kind "mindformers_log")
         self.summary: SummaryGroup | None = None  # a MindSpore summary directory (kind "ms_summary")
+        self.histograms: Any = None  # a TensorBoard run's histogram reader, made when first asked for
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
         self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
         self.read_at = -math.inf  # time.monotonic() of the last read of its files (RunStore.read)
@@ -448,6 +449,22 @@ class RunStore:
         sources = [s for s in run.sources.values() if isinstance(s, MetricsSource)]
         read = sum(s.tail.offset for s in sources)
         return LoadProgress(min(read, total), total, sum(s.table.n for s in sources))
+
+    def histograms(self, run_id: str, rank: int | None = None) -> dict[str, Any]:
+        """Tag -> ``HistogramSeries`` of the run's histograms (a MindSpore summary directory's, or a
+        TensorBoard run's ``add_histogram`` summaries), for ``rank`` (default the lowest that has any);
+        ``{}`` for a run that has none or a root in object storage. Polled: only new records are read."""
+        run = self._run(run_id)
+        if run.summary is not None:
+            return run.summary.histograms(rank)
+        if run.dir.kind != "tensorboard" or self.remote is not None:
+            return {}
+        from monitor_cb.importers.tb_histograms import TensorBoardHistograms
+
+        with run.lock:
+            if run.histograms is None:
+                run.histograms = TensorBoardHistograms(run.dir.path, self.root)
+            return run.histograms.histograms(rank)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ across ranks
     def ranks_of(self, run_id: str) -> list[int]:
