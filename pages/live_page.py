@@ -181,6 +181,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
     log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
+    fit_bulk = _shared.outliers_toggle(c3, "show_outliers")
     st.session_state.setdefault("smoothing", 0.6)
     st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
     smoother = c0.selectbox(
@@ -232,6 +233,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         n_out=int(n_out or ChartSettings.n_out),
         smoother=str(smoother or DEFAULT_SMOOTHER),
         log_x=bool(log_x) and x != "time",
+        fit_bulk=fit_bulk,
     )
 
 

@@ -35,6 +35,7 @@ class ChartSettings:
     n_out: int = 1000
     smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
     log_x: bool = False
+    fit_bulk: bool = True  # y axes fit the bulk of the points, outliers marked at the edge (charts.outliers)
 
     def __post_init__(self) -> None:
         pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds
@@ -52,6 +53,7 @@ class ChartSettings:
             uirevision=uirevision,
             smoother=self.smoother,
             log_x=self.log_x,
+            fit_bulk=self.fit_bulk,
         )
 
 
