@@ -87,8 +87,9 @@ def fit_bulk_spec(data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
     """Per y axis of a figure's plain dicts: the bulk's range and edge markers for the points beyond, in place.
 
     An axis whose range is already set (a zoom, a pinned constant) is left alone. Only line traces count
-    (markers such as non-finite X's sit on the curve already); per legend group the trace with the most
-    points (the raw one beside a smoothed line) gives the edge markers.
+    (markers such as non-finite X's sit on the curve already), and per legend group only the one with the
+    most points (the raw line beside a smoothed one): an EMA after a first loss of 1e12 passes through every
+    magnitude on its way down and would make them all look like the bulk. It gives the edge markers too.
     """
     for ref, traces in _line_traces(data).items():
         name = "yaxis" + ref[1:]
@@ -96,11 +97,12 @@ def fit_bulk_spec(data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
         if axis.get("range") is not None or axis.get("autorange") is False:
             continue
         log = axis.get("type") == "log"
-        fit = bulk_range(np.concatenate([_floats(t["y"]) for t in traces]), log)
+        raw = _densest_per_group(traces)
+        fit = bulk_range(np.concatenate([_floats(t["y"]) for t in raw]), log)
         if fit is None:
             continue
         layout[name] = {**axis, **fit.axis()}
-        for trace in _densest_per_group(traces):
+        for trace in raw:
             data.extend(_edge_markers(trace, fit, ref))
 
 

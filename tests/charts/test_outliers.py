@@ -37,10 +37,12 @@ def shown(axis_range: list[float], log: bool) -> tuple[float, float]:
     return (10.0**lo, 10.0**hi) if log else (lo, hi)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.6])
 @pytest.mark.parametrize("first", [1e12, 155.0, 2.9e12])
 @pytest.mark.parametrize("log", [False, True])
-def test_a_huge_first_loss_leaves_the_spikes_in_sight(first: float, log: bool) -> None:
-    fig = dual_axis_figure(frame(loss_with_outlier(first)), ["loss"], [], ChartOptions(fit_bulk=True, log_y=log))
+def test_a_huge_first_loss_leaves_the_spikes_in_sight(first: float, log: bool, smoothing: float) -> None:
+    options = ChartOptions(fit_bulk=True, log_y=log, smoothing=smoothing)  # an EMA falls from 1e12 through all sizes
+    fig = dual_axis_figure(frame(loss_with_outlier(first)), ["loss"], [], options)
     if log and first < 1e3:  # two decades above the bulk: a log axis shows it all, autorange stays
         assert fig.layout.yaxis.range is None
         return
