@@ -52,7 +52,7 @@ def all_metrics_page() -> None:
         names = flt.keep(metrics)
     groups = am.group_metrics(names)
     st.caption(
-        f"{len(metrics):,} metrics in {len(am.group_metrics(metrics)):,} groups"
+        f"{len(metrics):,} metric{'s' if len(metrics) != 1 else ''} in {_groups(len(am.group_metrics(metrics)))}"
         + (f"; {len(names):,} match the filter" if flt.pattern is not None else "")
         + f" · {len(data)} run{'s' if len(data) > 1 else ''}"
     )
@@ -108,7 +108,7 @@ def controls() -> tuple[Any, am.NameFilter]:
         state[K_FILTER] = q.get(Q_FILTER) or ""
         state[K_LOGY] = q.get(Q_LOGY) == "1"
         state[K_SMOOTH] = _smoothing(q.get(Q_SMOOTH))
-    c1, c2, c3 = st.columns([6, 3, 2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([5, 3, 2.4], vertical_alignment="bottom")  # room for "Show outliers"
     text = c1.text_input(
         "Filter metrics (regex)",
         key=K_FILTER,
@@ -148,7 +148,7 @@ def group_page(group: am.MetricGroup, data: Sequence[Any], options: Any, pins: S
     if pages > 1:
         page = int(
             st.number_input(
-                f"Page (of {pages:,})", min_value=1, max_value=pages, value=1, step=1, key=f"am_p_{group.key}"
+                f"Page (of {pages:,})", min_value=1, max_value=pages, value=1, step=1, key=f"am_p_{group.key}", width=200
             )
         )
         first = (page - 1) * am.PAGE_SIZE
@@ -223,6 +223,10 @@ def _metric_columns(frame: Any) -> list[str]:
     from monitor_cb.analysis.series import metric_columns
 
     return metric_columns(frame)
+
+
+def _groups(n: int) -> str:
+    return f"{n:,} group{'s' if n != 1 else ''}"
 
 
 def _short(text: str, n: int) -> str:
