@@ -36,6 +36,7 @@ PAGES = (
     "pages.replay_page",
     "pages.runs_page",
     "pages.all_metrics_page",
+    "pages.layers_page",
     "pages.settings_page",
 )
 # The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
@@ -55,6 +56,7 @@ def main() -> None:
     """
     from pages.all_metrics_page import all_metrics_page
     from pages.compare_page import compare_page
+    from pages.layers_page import layers_page
     from pages.live_page import live_page
     from pages.replay_page import replay_page
     from pages.runs_page import runs_page
@@ -68,6 +70,7 @@ def main() -> None:
             st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
             st.Page(all_metrics_page, title="All metrics", icon=":material/grid_view:", url_path="metrics"),
+            st.Page(layers_page, title="Layers", icon=":material/view_list:", url_path="layers"),
             st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings"),
         ]
     )

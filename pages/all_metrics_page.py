@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from monitor_cb.names import shown_name
 from monitor_cb.views import all_metrics as am
 from monitor_cb.views.escape import escape_code
 from pages import _shared
@@ -23,7 +24,7 @@ Q_FILTER, Q_RUNS_RE, Q_PIN, Q_SMOOTH, Q_LOGY = "filter", "runsre", "pin", "smoot
 K_FILTER, K_RUNS_RE, K_SMOOTH, K_LOGY, K_OUTLIERS = "am_filter", "am_runs_re", "am_smooth", "am_log_y", "am_outliers"
 CHART_HEIGHT = 280
 N_OUT = 1000  # points per trace, as the live page's default
-TITLE_CHARS = 120  # a 10 kB name is shown by its head (the hover and the CSV keep it whole)
+TITLE_CHARS = 120  # a 10 kB name is shown cut around a hash (monitor_cb.names.shown_name; the CSV keeps it whole)
 _FIGURES = am.FigureCache()
 
 
@@ -61,7 +62,7 @@ def all_metrics_page() -> None:
         st.subheader("Pinned")
         chart_grid(pins, data, options, "pin", pins)
     for i, group in enumerate(groups):
-        label = _short(group.label, 80)
+        label = shown_name(group.label, 80)
         box = st.expander(
             f"{_shared.md(label)} ({len(group.metrics):,})", expanded=i == 0, key=f"am_g_{group.key}", on_change="rerun"
         )
@@ -148,7 +149,13 @@ def group_page(group: am.MetricGroup, data: Sequence[Any], options: Any, pins: S
     if pages > 1:
         page = int(
             st.number_input(
-                f"Page (of {pages:,})", min_value=1, max_value=pages, value=1, step=1, key=f"am_p_{group.key}", width=200
+                f"Page (of {pages:,})",
+                min_value=1,
+                max_value=pages,
+                value=1,
+                step=1,
+                key=f"am_p_{group.key}",
+                width=200,
             )
         )
         first = (page - 1) * am.PAGE_SIZE
@@ -188,7 +195,7 @@ def chart_cell(metric: str, data: Sequence[Any], options: Any, section: str, pin
         type="tertiary",
         on_click="ignore",
     )
-    bar.text(_short(metric, TITLE_CHARS))
+    bar.text(shown_name(metric, TITLE_CHARS))
     fig = figure(metric, present, options)
     st.plotly_chart(fig, key=f"am_chart_{section}_{tag}", config=_shared.PLOTLY_CONFIG, theme=None)
 
@@ -206,7 +213,7 @@ def _build(metric: str, data: Sequence[Any], options: Any) -> Any:
 
     if not data:
         return empty_figure("not logged by these runs", height=options.height)
-    title = _short(metric, TITLE_CHARS)
+    title = shown_name(metric, TITLE_CHARS)
     if len(data) == 1:
         run = data[0]
         chart = ChartData(run.frame, dict(run.logged) if run.logged else None, prepared=True)
@@ -227,10 +234,6 @@ def _metric_columns(frame: Any) -> list[str]:
 
 def _groups(n: int) -> str:
     return f"{n:,} group{'s' if n != 1 else ''}"
-
-
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _file_name(metric: str) -> str:

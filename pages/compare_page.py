@@ -35,6 +35,7 @@ from monitor_cb.views.compare_session import (
     CompareSettings,
     CompareView,
     build_view,
+    diff_note,
     diff_table,
     load_run,
     report_html,
@@ -593,7 +594,7 @@ def show_config_diff(data: Sequence[RunData]) -> None:
     all_keys = st.toggle("Show all keys", key=K_ALL_KEYS)
     table = diff_table(data, all_keys=all_keys)
     if len(table) == 0:
-        st.info("The runs' configs do not differ." if not all_keys else "No run has a config in its metadata.")
+        st.info(diff_note(data))
         return
     st.dataframe(table, width="stretch", key="cmp_config_diff")
 

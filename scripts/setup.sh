@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the product and its tests need, idempotently:
 # a virtual environment in .venv with the pinned requirements, this package
-# installed in editable mode, and Debian's Chromium for the browser tests.
+# installed in editable mode, and Debian's Chromium and rsync for the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -16,12 +16,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --no-deps -e .
   echo "$want" > "$stamp"
 fi
-if [ "${SKIP_BROWSER:-0}" != "1" ] && ! command -v chromium >/dev/null 2>&1; then
+# Debian packages the tests use: chromium (browser tests), rsync (a run copied as `rsync -a` copies it).
+# SKIP_BROWSER=1 (the dashboard command) installs neither: the dashboard needs neither.
+missing=()
+if [ "${SKIP_BROWSER:-0}" != "1" ]; then
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing Debian's chromium for the browser tests..." >&2
+    echo "installing Debian's ${missing[*]} for the tests..." >&2
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "note: chromium not found; browser tests will be skipped (apt-get install chromium)" >&2
+    echo "note: ${missing[*]} not found; the tests that need them will be skipped (apt-get install ${missing[*]})" >&2
   fi
 fi

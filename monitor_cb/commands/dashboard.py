@@ -90,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
     apply_endpoint(args)  # the server inherits it ($MONITOR_ENDPOINT_URL)
     root = log_root(args.logdir)  # a URL comes back without credentials: they never reach a command line
     host = args.host
+    token = bool(args.token or os.environ.get(ENV_TOKEN))
     argv = streamlit_argv(
-        app_script(), root if isinstance(root, str) else root.resolve(), host, args.port, args.allowed_hosts
+        app_script(), root if isinstance(root, str) else root.resolve(), host, args.port, args.allowed_hosts, token
     )
-    if host not in ("127.0.0.1", "localhost", "::1") and not (args.token or os.environ.get(ENV_TOKEN)):
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
         print(
             f"warning: listening on {host} without --token: anyone who can reach port {args.port} sees every run "
             "and can change the settings (see README: 'Who can open the dashboard')",
@@ -124,9 +125,16 @@ def app_script() -> Path:
     raise UsageError(f"the dashboard app is missing from this installation (no {package / 'app' / 'dashboard.py'})")
 
 
-def streamlit_argv(script: Path, root: Path | str, host: str, port: int, allowed_hosts: str | None = None) -> list[str]:
-    """``python -m streamlit run SCRIPT --<option> <value>... -- --logdir ROOT``."""
+def streamlit_argv(
+    script: Path, root: Path | str, host: str, port: int, allowed_hosts: str | None = None, token: bool = False
+) -> list[str]:
+    """``python -m streamlit run SCRIPT --<option> <value>... -- --logdir ROOT``.
+
+    With a token Streamlit's own "URL: http://localhost:8501" is not printed: it opens only the token
+    form, and people click the first link they see; the server prints the one that works instead."""
     options = {**SERVER_OPTIONS, "server.address": host, "server.port": str(port)}
+    if token:
+        options["logger.hideWelcomeMessage"] = "true"
     if allowed_hosts:
         extra = [name.strip() for name in allowed_hosts.split(",") if name.strip()]
         options["server.allowedHosts"] = list(dict.fromkeys([*SERVER_OPTIONS["server.allowedHosts"], *extra]))

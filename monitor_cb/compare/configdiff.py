@@ -42,6 +42,18 @@ def run_config(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     return flat
 
 
+NOT_DIFFERENT = "The runs' configs do not differ."
+NONE_RECORDED = (
+    "No config was recorded for these runs: their metadata holds none "
+    "(TensorBoard, MindFormers-log and JSONL runs without a meta file have no config to compare)."
+)
+
+
+def empty_diff_note(configs: Mapping[str, Mapping[str, Any]]) -> str:
+    """What an empty diff table means: "do not differ" would be wrong when there was nothing to compare."""
+    return NOT_DIFFERENT if any(configs.values()) else NONE_RECORDED
+
+
 def show_value(value: Any) -> str:
     """One cell as text: JSON for numbers, lists and dicts, strings as they are."""
     if isinstance(value, str):

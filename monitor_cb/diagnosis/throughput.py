@@ -215,7 +215,9 @@ def _finding(
     # the confirming points against the trend at the onset: what the threshold was judged on
     now_level = float(np.median(x[onset : max(seen, onset) + 1]))
     fall = 1 - now_level / level
-    threshold = float(1 - np.exp(-need))
+    # the fraction ``need`` (a log) stands for; never below drop_frac, which ``need`` is at least in exact
+    # arithmetic: 1 - exp(log1p(-0.3)) is 0.29999999999999993 on some CPUs' exp/log
+    threshold = max(settings.drop_frac, float(-np.expm1(-need)))
     if not fall >= threshold - 1e-9:
         return None
     ongoing = end >= len(s) - 1

@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from monitor_cb.names import name_group
+
 try:  # the parser ``re`` itself uses, to see a pattern's structure before running it
     from re import _constants as _re_constants  # type: ignore[attr-defined]
     from re import _parser as _re_parser  # type: ignore[attr-defined]
@@ -33,7 +35,6 @@ MAX_MATCHED = 1000  # characters of a name a pattern is matched against (a 10 kB
 MAX_PINS = 24
 MAX_RUNS = 10  # runs a runs pattern adds to the picked one
 NO_PREFIX = ""  # the group of names with no prefix (``loss``, ``lr``): listed first
-_SEPARATORS = re.compile(r"[/.]")
 # a formula in a spreadsheet: a cell starting with one of these is run by Excel / LibreOffice when opened
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -57,12 +58,12 @@ class MetricGroup:
 
 
 def prefix_of(name: str, shared: frozenset[str] = frozenset()) -> str:
-    """The group of ``name``: the part before its first ``/`` or ``.``; else before its first ``_`` when
-    that prefix is in ``shared`` (the ``_``-prefixes more than one name has); else the name itself when it
-    is such a prefix (``loss`` beside ``loss_scale``); else :data:`NO_PREFIX`."""
-    hit = _SEPARATORS.search(name)
-    if hit is not None and hit.start() > 0:
-        return name[: hit.start()]
+    """The group of ``name``: the part before its first ``/`` or ``.`` (:func:`monitor_cb.names.name_group`);
+    else before its first ``_`` when that prefix is in ``shared`` (the ``_``-prefixes more than one name has);
+    else the name itself when it is such a prefix (``loss`` beside ``loss_scale``); else :data:`NO_PREFIX`."""
+    group = name_group(name)
+    if group:
+        return group
     head = name.split("_", 1)[0] if "_" in name else name
     return head if head and head in shared else NO_PREFIX
 
@@ -72,7 +73,7 @@ def group_metrics(names: Iterable[str]) -> list[MetricGroup]:
     names = list(dict.fromkeys(names))
     heads: dict[str, int] = {}
     for name in names:
-        if _SEPARATORS.search(name) is None:
+        if not name_group(name):
             head = name.split("_", 1)[0]
             heads[head] = heads.get(head, 0) + 1
     shared = frozenset(h for h, n in heads.items() if n > 1 and h)

@@ -25,7 +25,7 @@ from monitor_cb.charts.overlay import overlay_figures
 from monitor_cb.charts.side import side_view
 from monitor_cb.compare.align import Alignment, align_runs
 from monitor_cb.compare.colors import view_colors
-from monitor_cb.compare.configdiff import config_diff, run_config
+from monitor_cb.compare.configdiff import config_diff, empty_diff_note, run_config
 from monitor_cb.compare.grouping import group_label, group_runs
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.compare.summary_table import summary_table
@@ -174,6 +174,11 @@ def diff_table(runs: Sequence[RunData], all_keys: bool = False) -> pd.DataFrame:
     return config_diff({r.id: run_config(r.meta) for r in runs}, [r.label for r in runs], all_keys)
 
 
+def diff_note(runs: Sequence[RunData]) -> str:
+    """What to say when :func:`diff_table` is empty (no config recorded, or none differs)."""
+    return empty_diff_note({r.id: run_config(r.meta) for r in runs})
+
+
 def report_html(
     runs: Sequence[RunData],
     settings: CompareSettings,
@@ -183,6 +188,7 @@ def report_html(
     """The self-contained HTML report of this comparison (overlay charts, summary, config diff), in the
     page's colours (``colors``, as :func:`build_view` takes them)."""
     from monitor_cb.views.report import build_report
+    from monitor_cb.views.summary_cells import durations_as_text
 
     view = build_view(runs, settings, side_by_side=False, colors=colors)
     notes = [
@@ -198,8 +204,9 @@ def report_html(
     return build_report(
         title,
         list(view.figures.values()),
-        view.summary,
+        durations_as_text(view.summary),
         diff_table(runs, all_keys),
         notes,
         dt.datetime.now(dt.timezone.utc),
+        empty_diff=diff_note(runs),
     )

@@ -66,6 +66,7 @@ def build_report(
     config_diff: pd.DataFrame | None = None,
     notes: Sequence[str] = (),
     now: dt.datetime | None = None,
+    empty_diff: str = "The runs' configs do not differ.",
 ) -> str:
     """The report as one HTML string.
 
@@ -76,6 +77,7 @@ def build_report(
         config_diff: the config diff (:func:`monitor_cb.compare.configdiff.config_diff`), index = key.
         notes: plain-text lines shown under the title (escaped).
         now: the time stamp written into the report (default now, UTC).
+        empty_diff: the sentence shown when ``config_diff`` has no rows (plain text, escaped).
     """
     now = now or dt.datetime.now(dt.timezone.utc)
     parts = [
@@ -94,7 +96,7 @@ def build_report(
         if len(config_diff):
             parts.append(table_html(config_diff, index=True))
         else:
-            parts.append("<p>The runs' configs do not differ.</p>")
+            parts.append(f"<p>{html.escape(empty_diff)}</p>")
     parts.append("<h2>Charts</h2>")
     for i, fig in enumerate(figures):
         parts.append(

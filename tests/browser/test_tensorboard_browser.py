@@ -2,8 +2,7 @@
 
 The run (tensorboardX, MindFormers' tags, 30k steps) is read at full resolution: the Live page's loss
 chart reaches the last step, the run reads "ended" (nobody saw it written), float32 values show as
-their shortest decimal, and the only throughput finding is the note that its record times are no rate
-(tensorboardX stamps events microseconds apart).
+their shortest decimal, and a steady rate of record times raises no throughput or stall finding.
 """
 
 from __future__ import annotations
@@ -27,15 +26,22 @@ def _need_browser() -> None:
         pytest.skip(reason)
 
 
+T0 = 1_700_000_000.0  # a fixed start: the run's record times are the test's, not the machine's
+STEP_S = 0.5  # one step every half second, evenly: a steady rate whatever the machine's load while writing
+
+
 def write_events(run_dir: Path) -> None:
     from tensorboardX import SummaryWriter
 
+    # Explicit wall times: written "as fast as the machine goes", a loaded machine's pauses looked like a
+    # throughput drop ("throughput fell from 8,372 to 3,888 steps/s (from record times)") and failed the test.
     writer = SummaryWriter(str(run_dir), max_queue=10000)
     for step in range(1, STEPS + 1):
-        writer.add_scalar("loss", 2.0 * math.exp(-step / STEPS) + 0.01 * math.sin(step), step)
-        writer.add_scalar("grad-norm", 1.0 + 0.1 * math.cos(step), step)
+        t = T0 + step * STEP_S
+        writer.add_scalar("loss", 2.0 * math.exp(-step / STEPS) + 0.01 * math.sin(step), step, walltime=t)
+        writer.add_scalar("grad-norm", 1.0 + 0.1 * math.cos(step), step, walltime=t)
         if step % 10 == 0:
-            writer.add_scalar("learning-rate", 1e-4 * (1 - step / STEPS), step)
+            writer.add_scalar("learning-rate", 1e-4 * (1 - step / STEPS), step, walltime=t)
     writer.close()
 
 

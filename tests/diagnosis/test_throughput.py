@@ -145,7 +145,10 @@ def test_every_finding_is_one_drop_at_least_as_large_as_its_threshold(seed: int)
         rate[start : start + rng.integers(3, 40)] *= 1 - rng.uniform(0.15, 0.45)
     found = detect_throughput_drop(frame(n, throughput=rate), S)
     for f in found:
-        assert f.details["fall"] >= f.details["threshold"] - 1e-9 >= S.drop_frac - 1e-9, f.message
+        # the threshold is never below drop_frac whatever the last bits of the CPU's exp/log (the product
+        # clamps it), and the fall is judged against it with the product's own 1e-9 slack
+        assert f.details["threshold"] >= S.drop_frac, f.message
+        assert f.details["fall"] >= f.details["threshold"] - 1e-9, f.message
         assert f"-{round(f.details['fall'] * 100)}%" in f.message or f.details["fall"] >= 0.995
     steps = [f.step for f in found]
     assert len(steps) == len(set(steps))

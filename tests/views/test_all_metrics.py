@@ -48,6 +48,11 @@ def as_dict(groups: list[MetricGroup]) -> dict[str, tuple[str, ...]]:
         ),
         # a leading separator is no prefix; "/" and "." whichever comes first
         (["/x", ".y", "_z", "p.q/r", "p/q.r"], {"": (".y", "/x", "_z"), "p": ("p.q/r", "p/q.r")}),
+        # names as written by other frameworks
+        (
+            ["Losses/Policy Loss", "Policy/Learning Rate", "lr-Adam"],
+            {"": ("lr-Adam",), "Losses": ("Losses/Policy Loss",), "Policy": ("Policy/Learning Rate",)},
+        ),
         ([], {}),
     ],
 )

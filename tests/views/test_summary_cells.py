@@ -21,7 +21,7 @@ def test_nan_is_nan_and_not_logged_is_a_dash() -> None:
     for column in ("best eval value", "mean throughput", "max grad norm"):
         assert row[column] == "–", f"{column}: never logged, so not NaN"
     timeless = summary_display(summary_table([RunData("r", "r", frame.drop(columns="t"))])).iloc[0]
-    assert timeless["duration (s)"] == "–", "no times logged: no duration, not NaN"
+    assert timeless["duration"] == "–", "no times logged: no duration, not NaN"
     assert row["run"] == "run01-lr0.0003-bs32-seed0", "the whole name"
     assert row["steps"] == "2"
 
