@@ -30,7 +30,14 @@ from typing import Any
 
 import streamlit as st
 
-PAGES = ("pages.live_page", "pages.compare_page", "pages.replay_page", "pages.runs_page", "pages.settings_page")
+PAGES = (
+    "pages.live_page",
+    "pages.compare_page",
+    "pages.replay_page",
+    "pages.runs_page",
+    "pages.layers_page",
+    "pages.settings_page",
+)
 # The tab icon ships with the app: a ":material/...:" page icon is fetched from a Google font host.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
 # Streamlit's lazily loaded modules every page needs at once (:mod:`monitor_cb.views.preload`)
@@ -47,6 +54,7 @@ def main() -> None:
     file instead of the page function.)
     """
     from pages.compare_page import compare_page
+    from pages.layers_page import layers_page
     from pages.live_page import live_page
     from pages.replay_page import replay_page
     from pages.runs_page import runs_page
@@ -59,6 +67,7 @@ def main() -> None:
             st.Page(compare_page, title="Compare", icon=":material/stacked_line_chart:", url_path="compare"),
             st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
+            st.Page(layers_page, title="Layers", icon=":material/view_list:", url_path="layers"),
             st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings"),
         ]
     )

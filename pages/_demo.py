@@ -6,6 +6,9 @@ and watch it, or write a sample of finished runs instantly (``monitor_cb.demo.sa
 no MindSpore). An empty log root shows both on the page and keeps looking for runs; once runs
 exist, the live page's sidebar keeps both under "Demo and sample runs".
 
+On a read-only dashboard (``--read-only-settings``) none of it is offered: a viewer writes nothing into
+the shared root and starts nothing.
+
 Starting, stopping and finding the demo process (a pid file under the root's hidden folder) is
 :mod:`monitor_cb.demo.launcher`; this module only draws the buttons and polls for the first run.
 """
@@ -19,7 +22,7 @@ import streamlit as st
 
 from monitor_cb.demo import launcher
 from monitor_cb.views.escape import escape_code
-from pages._shared import PENDING_RUN, md
+from pages._shared import PENDING_RUN, md, settings_access
 
 POLL_S = 2.0  # how often a page without runs looks for the first one
 STARTED_HERE = "demo_started_pid"  # session state: the demo this browser session started
@@ -31,11 +34,15 @@ def show_empty_root(root: Path, store: Any) -> None:
     if getattr(store, "remote", None) is not None:
         show_empty_bucket(root, store)
         return
-    st.info(
+    where = (
         f"No runs under `{escape_code(str(root))}` yet. Point the dashboard at your runs with "
-        "`streamlit run dashboard.py -- --logdir PATH` (or `MONITOR_LOGDIR`), add `LiveMonitor` to "
-        "your training, or try one of these:"
+        "`streamlit run dashboard.py -- --logdir PATH` (or `MONITOR_LOGDIR`), add `LiveMonitor` to your training"
     )
+    if not settings_access().viewers_may_write:
+        st.info(f"{where}. (This dashboard is read-only: it offers no demo or sample runs.)")
+        _poll_for_runs(root, store)
+        return
+    st.info(f"{where}, or try one of these:")
     left, right = st.columns(2)
     with left:
         st.subheader("Watch a real training")
@@ -49,9 +56,10 @@ def show_empty_root(root: Path, store: Any) -> None:
 def demo_sidebar(root: Path, store: Any) -> None:
     """The same two offers in the sidebar once runs exist, collapsed (open while the demo runs).
 
-    Not for a log root on object storage: the demo and the samples write local files.
+    Not for a log root on object storage (the demo and the samples write local files), nor on a read-only
+    dashboard.
     """
-    if getattr(store, "remote", None) is not None:
+    if getattr(store, "remote", None) is not None or not settings_access().viewers_may_write:
         return
     state = launcher.demo_state(root)
     running = bool(state and state.running)

@@ -19,7 +19,7 @@ import streamlit as st
 
 from monitor_cb.views.escape import escape_code, escape_markdown
 from monitor_cb.views.logdir import apply_endpoint_arg, redact, resolve_logdir
-from monitor_cb.views.runlist import DEFAULT_REFRESH, REFRESH_CHOICES, filter_runs, pick_run, run_label
+from monitor_cb.views.runlist import DEFAULT_REFRESH, REFRESH_CHOICES, filter_runs, pick_run, resolve_wanted, run_label
 
 QUERY_RUN = "run"
 RUN_KEY = "run_select"
@@ -154,6 +154,13 @@ def show_skipped(store: Any) -> None:
         st.text("\n".join(notes[:50]) + (f"\n… and {len(notes) - 50} more" if len(notes) > 50 else ""))
 
 
+def saved_roles() -> dict[str, tuple[str, ...]]:
+    """The metric roles set by hand for every run of this log root (Settings page), ``{role: names}``."""
+    from monitor_cb.diagnosis.settings import load_settings_checked
+
+    return load_settings_checked(log_root())[0].chosen_roles()
+
+
 def md(text: Any) -> str:
     """User text (run names, paths, metadata) made inert for Streamlit Markdown: no formatting, no links."""
     return escape_markdown(str(text))
@@ -170,6 +177,11 @@ def run_picker(runs: list[Any]) -> Any | None:
     ids = [r.id for r in shown]
     by_id = {r.id: r for r in shown}
     wanted = st.query_params.get(QUERY_RUN)
+    resolved = resolve_wanted(runs, wanted)
+    if resolved is not None and resolved != wanted:  # a folder or a run's name: the run it means
+        if st.session_state.get(RUN_KEY) not in by_id:
+            st.session_state[PENDING_RUN] = resolved
+        wanted = resolved
     if wanted and wanted not in {r.id for r in runs}:
         st.warning(f"The run `{escape_code(wanted)}` is no longer under the log root (deleted or moved).")
     # The select box has a stable key: its labels carry the run's status, and a keyless widget

@@ -44,13 +44,13 @@ def grad_norm_note(columns: Iterable[str], meta: Mapping[str, Any] | None) -> st
 
 
 def _from_mindformers(meta: Mapping[str, Any], cell: str) -> bool:
-    """MindFormers' train cell, or MindFormers' TensorBoard events (read directly or imported)."""
+    """MindFormers' train cell, MindFormers' TensorBoard events (read directly or imported) or its own log."""
     config = meta.get("config")
     imported = isinstance(config, Mapping) and config.get("source_format") == "tensorboard"
     return (
         meta.get("output_layout") == "mindformers"
         or cell.startswith("MF")
-        or meta.get("source_format") == "tensorboard"
+        or meta.get("source_format") in ("tensorboard", "mindformers_log")
         or imported
     )
 

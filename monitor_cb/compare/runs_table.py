@@ -33,7 +33,7 @@ from monitor_cb.compare.configdiff import MISSING, show_value
 from monitor_cb.compare.runexpr import compile_filter
 from monitor_cb.compare.runstats import STATS, RunStats, key_metrics
 from monitor_cb.ingest.meta_values import finite_float
-from monitor_cb.ingest.status import run_span
+from monitor_cb.ingest.status import ACTIVE, run_span
 
 BASE_COLUMNS = (
     "id",
@@ -49,7 +49,7 @@ BASE_COLUMNS = (
     "reason",
 )
 DEFAULT_STATS = ("last", "best")
-_ACTIVE = ("running", "stalled")
+_ACTIVE = ACTIVE
 _GLOB = set("*?[")
 INT_COLUMNS = ("steps", "ranks", "records", "dropped", "bad_lines")
 INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
@@ -178,7 +178,8 @@ def run_duration(meta: Mapping[str, Any] | None, run: RunStats, status: str, now
     now while the run is active)."""
     meta = meta or {}
     start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
-    return run_span(start, finite_float(meta.get("end_time")), run.t_first, run.t_last, status in _ACTIVE, now)
+    end, log_end = finite_float(meta.get("end_time")), finite_float(meta.get("log_end_time"))
+    return run_span(start, end, run.t_first, run.t_last, status in _ACTIVE, now, log_end)
 
 
 def _expression_row(record: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

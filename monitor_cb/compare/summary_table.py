@@ -19,7 +19,7 @@ import pandas as pd
 from monitor_cb.analysis.series import first_nonfinite, float_values, latest, logged_rows
 from monitor_cb.compare.rundata import RunData
 from monitor_cb.ingest.meta_values import finite_float
-from monitor_cb.ingest.status import run_span
+from monitor_cb.ingest.status import ACTIVE, run_span
 
 # Eval metrics where lower is better; any other eval metric (accuracy, f1, bleu, ...) is higher-better.
 _LOWER_BETTER = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse", "nll")
@@ -85,8 +85,9 @@ def run_duration(run: RunData, now: float) -> float | None:
     t = t[np.isfinite(t)]
     start = finite_float(meta.get("first_start_time")) or finite_float(meta.get("start_time"))
     t_first, t_last = (float(t.min()), float(t.max())) if t.size else (None, None)
-    active = run.status in ("running", "stalled")
-    return run_span(start, finite_float(meta.get("end_time")), t_first, t_last, active, now)
+    active = run.status in ACTIVE
+    log_end = finite_float(meta.get("log_end_time"))
+    return run_span(start, finite_float(meta.get("end_time")), t_first, t_last, active, now, log_end)
 
 
 def summary_row(run: RunData, eval_metric: str | None, now: float) -> dict[str, Any]:

@@ -6,6 +6,12 @@ guarded by a process-wide lock plus a pid file in the same hidden folder, so two
 tabs, or two dashboards on the same root) never start two trainings at once. ``stop_demo`` sends it
 SIGTERM, which the demo takes as Ctrl-C: the run ends as ``stopped``. ``write_samples`` writes finished
 sample runs instantly (no MindSpore). The page layer (``pages/_demo.py``) only draws the buttons.
+
+The pid file lies in a shared root anyone may write, so a pid in it proves nothing: a planted file naming
+someone's ``watch`` would have Stop signal that. A pid counts as the demo (shown running, stopped by Stop)
+only when this server started it (the process object kept in memory), or when the process carries in its
+own environment the random nonce its pid file names (``$MONITOR_DEMO_NONCE``, given at start by the
+dashboard that started it, on this or another server): nobody can put that into a process of ours.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -29,6 +36,7 @@ DEMO_PACE_S = 0.2  # seconds per step at least: 600 steps take about two minutes
 DEMO_LOG_INTERVAL = 2  # a point every 0.4 s
 _LOCK = threading.Lock()
 _PROCS: dict[str, subprocess.Popen[bytes]] = {}  # pid file -> the process this server started
+NONCE_ENV = "MONITOR_DEMO_NONCE"  # the demo's proof that a dashboard started it (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -47,22 +55,22 @@ def _pid_file(root: Path) -> Path:
     return hidden_path(root, "demo.json")
 
 
-def _alive(pid: int) -> bool:
-    """A live, non-zombie process with this pid that is a monitor_cb demo."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _proves_demo(pid: int, nonce: str) -> bool:
+    """A live, non-zombie process with this pid whose environment holds ``NONCE_ENV=nonce``.
+
+    False when that cannot be shown: no nonce, another user's process, no ``/proc`` (macOS; there only a
+    demo this server started is known).
+    """
+    if not nonce:
         return False
-    except PermissionError:
-        return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
             return False
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return b"monitor_cb" in cmdline and b"demo" in cmdline
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     except (OSError, IndexError):
-        return True  # no /proc (macOS): trust kill(0)
+        return False
+    return f"{NONCE_ENV}={nonce}".encode() in environ.split(b"\0")
 
 
 def demo_state(root: Path) -> DemoState | None:
@@ -71,13 +79,14 @@ def demo_state(root: Path) -> DemoState | None:
         path, log = _pid_file(root), hidden_path(root, "demo.log")  # the log's place is ours, not the file's
         info = json.loads(read_hidden(root, path.name, STATE_CAP))
         pid, name, started = int(info["pid"]), str(info["name"]), float(info["started"])
-    except (OSError, ValueError, KeyError, TypeError):
+        nonce = str(info.get("nonce") or "")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     proc = _PROCS.get(str(path))
     if proc is not None and proc.pid == pid:
         code = proc.poll()  # also reaps it, so a finished demo is not a zombie that looks alive
         return DemoState(pid, name, log, started, code is None, code)
-    return DemoState(pid, name, log, started, _alive(pid))
+    return DemoState(pid, name, log, started, pid > 0 and _proves_demo(pid, nonce))
 
 
 def demo_running(root: Path) -> bool:
@@ -119,6 +128,7 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
         path, log = _pid_file(root), hidden_path(root, "demo.log")
         path.parent.mkdir(parents=True, exist_ok=True)
         name = time.strftime("demo-%Y%m%d-%H%M%S")
+        nonce = secrets.token_hex(16)
         with os.fdopen(create_new(log), "wb") as out:  # a FIFO or link planted as the log is replaced
             proc = subprocess.Popen(
                 demo_command(root, name, steps),
@@ -127,17 +137,27 @@ def start_demo(root: Path, steps: int = DEMO_STEPS) -> DemoState:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # detached: a dashboard restart does not kill the training
                 close_fds=True,
+                env={**os.environ, NONCE_ENV: nonce},
             )
         _PROCS[str(path)] = proc
-        info = {"pid": proc.pid, "name": name, "log": str(log), "started": time.time()}
+        info = {"pid": proc.pid, "name": name, "log": str(log), "started": time.time(), "nonce": nonce}
         write_atomic(path, json.dumps(info).encode())
         return DemoState(proc.pid, name, log, time.time(), True)
 
 
 def stop_demo(root: Path) -> bool:
-    """Ask the running demo to stop (SIGTERM to its process group); False when none is running."""
+    """Ask the running demo to stop (SIGTERM to its process group); False when none is running.
+
+    Only a pid :func:`demo_state` proved to be a demo a dashboard started is signalled, and only as the
+    leader of its own process group (the demo's session), never a group it merely belongs to.
+    """
     state = demo_state(root)
     if state is None or not state.running:
+        return False
+    try:
+        if os.getpgid(state.pid) != state.pid:
+            return False
+    except OSError:
         return False
     try:
         os.killpg(state.pid, signal.SIGTERM)  # its own session: the group is the demo and its children

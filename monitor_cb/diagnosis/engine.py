@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 
@@ -13,6 +13,7 @@ import pandas as pd
 from monitor_cb.diagnosis._cache import diagnosis_memo
 from monitor_cb.diagnosis.divergence import detect_divergence
 from monitor_cb.diagnosis.findings import Finding, sort_findings
+from monitor_cb.diagnosis.layer_origin import detect_layer_origin
 from monitor_cb.diagnosis.lr_schedule import detect_lr_anomaly
 from monitor_cb.diagnosis.nonfinite import _WATCHED as NAN_WATCHED
 from monitor_cb.diagnosis.nonfinite import detect_nan
@@ -92,6 +93,7 @@ def _diagnose(
     findings: list[Finding] = []
     parts = _by_rank(frame)
     for rank, part, rows in parts:
+        found_here: list[Finding] = []
         for kind, detector in SERIES_DETECTORS.items():
             if settings.enabled(kind):
                 if kind == "nan" and logged:
@@ -99,8 +101,11 @@ def _diagnose(
                     watched = {k: logged[k] for k in NAN_WATCHED if k in logged}
                     masks = {k: np.asarray(v, bool)[rows] for k, v in watched.items() if len(v) == len(frame)}
                     detector = partial(detect_nan, logged=masks)
-                found = _safely(kind, detector, part, settings)
-                findings += found if rank is None else [replace(f, rank=rank) for f in found]
+                found_here += _safely(kind, detector, part, settings)
+        if settings.enabled("layer_origin"):  # reads the others' findings: which parameter left first
+            origin = partial(detect_layer_origin, triggers=found_here, logged=_part_masks(logged, rows, len(frame)))
+            found_here += _safely("layer_origin", origin, part, settings)
+        findings += found_here if rank is None else [replace(f, rank=rank) for f in found_here]
     if len(parts) > 1:  # the ranks side by side
         for kind, rank_detector in RANK_DETECTORS.items():
             if settings.enabled(kind):
@@ -113,6 +118,31 @@ def _diagnose(
             settings,
         )
     return sort_findings(findings)
+
+
+class _PartMasks(Mapping[str, np.ndarray]):
+    """The run's "was logged" masks cut to one rank's rows, each cut when first read (a family has many)."""
+
+    def __init__(self, logged: Mapping[str, np.ndarray], rows: np.ndarray | slice, n: int) -> None:
+        self._logged, self._rows, self._n = logged, rows, n
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        mask = self._logged[column]
+        if len(mask) != self._n:
+            raise KeyError(column)
+        return np.asarray(mask, bool)[self._rows]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._logged)
+
+    def __len__(self) -> int:
+        return len(self._logged)
+
+
+def _part_masks(
+    logged: Mapping[str, np.ndarray] | None, rows: np.ndarray | slice, n: int
+) -> Mapping[str, np.ndarray] | None:
+    return None if logged is None else _PartMasks(logged, rows, n)
 
 
 def _by_rank(frame: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame, np.ndarray | slice]]:

@@ -23,6 +23,7 @@ KINDS: tuple[str, ...] = (
     "plateau",
     "straggler",
     "rank_divergence",
+    "layer_origin",
 )
 
 

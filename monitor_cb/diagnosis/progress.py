@@ -11,9 +11,10 @@ import pandas as pd
 from monitor_cb.diagnosis._stats import Series, column, finite_series, frame_steps, row_median, trailing_baseline
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
+from monitor_cb.ingest.status import ACTIVE
 
 _MAX_EPISODES = 50
-LIVE_STATUSES = frozenset({"running", "stalled"})
+LIVE_STATUSES = ACTIVE
 
 
 def detect_plateau(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:

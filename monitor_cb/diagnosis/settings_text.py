@@ -71,6 +71,9 @@ LABELS: dict[str, str] = {
     "straggler_cost": "Straggler: share of the job's step time a slow rank costs (0.15 = 15%)",
     "divergence_z": "Rank apart: distance in cross-rank sigmas",
     "divergence_rel": "Rank apart: distance from the others (0.05 = 5%)",
+    "layer_ratio": "Which layer: times its own baseline a parameter must reach",
+    "layer_window": "Which layer: points of the family looked at before a blow-up",
+    "roles": "Metric roles",
 }
 
 _SIGMA = (
@@ -196,6 +199,15 @@ HELP: dict[str, str] = {
     ),
     "divergence_z": "Loss or grad norm this many cross-rank sigmas from the other ranks' median departs...",
     "divergence_rel": "...and at least this far from it, relative (0.05 = 5%).",
+    "layer_ratio": (
+        "When the loss or the gradient norm blows up, a per-parameter series (grad_norm/<param>, "
+        "local_norm/<param>...) counts as having left its baseline at this many times its own median."
+    ),
+    "layer_window": "How many logged points of the family before the blow-up are searched for the first to leave.",
+    "roles": (
+        "Which metrics play the training loss, eval loss, learning rate, ... in every run of the root, over the "
+        "roles told from the names ({role: [metric names]})."
+    ),
 }
 
 __all__ = ["HELP", "LABELS"]

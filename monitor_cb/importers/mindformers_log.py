@@ -1,55 +1,77 @@
-"""MindFormers' own training log (``output/log/rank_N/info.log``) as our records.
+"""MindFormers' own training log (``output/log/rank_N/info.log``, ``output/msrun_log/worker_N.log``) as our records.
 
-``MFLossMonitor`` writes one line per logged step and a progress line after it (MindFormers 1.9,
-``core/callback/callback.py``, ``print_output_info``)::
+``MFLossMonitor`` (MindFormers 1.x) writes one line per logged step and a progress line after it
+(MindFormers 1.9, ``core/callback/callback.py``, ``print_output_info``)::
 
     [INFO] 2026-12-05 09:22:03,997 [mindformers/core/callback/callback.py:747] print_output_info: { Epoch:[  1/  1],
     step:[    2/   20], loss:[4.148911/4.159635], per_step_time: 25ms, lr: 0.0005, overflow cond: False,
     loss_scale: 65536.0, global_norm: [1.3723053], train_throughput_per_npu: 0.000T
     [INFO] 2026-12-05 09:22:03,998 [...] print_output_info:   10.0% |█████     | 79.17815 samples/s/p  0:00:00 }
 
-(one line each in the file; the stdout handler's prefix is ``2026-12-05 09:22:03,997 - mindformers[...] - INFO -``).
-What varies, by version and setting, and is read here field by field, in any order:
+(one line each in the file, the 2.x one below too; the stdout handler's prefix, the one msrun's
+``worker_N.log`` holds, is ``2026-12-05 09:22:03,997 - mindformers[...] - INFO -``, sometimes after leftover
+progress-spinner characters). MindFormers 2.x (``pynative/callback/loss_callback.py``, ``_print_log``) writes::
+
+    { step:[    1/  100], loss:   2.345678, per_step_time:   1234ms, lr: 1.000000e-04,
+    grad_norm:   1.234567, throughput:  12.34T }
+
+with a global step and no epoch; ``loss: N/A (non-last PP stage, ...)`` on pipeline stages that hold
+no loss (not logged, not a NaN) and ``grad_norm: NaN`` when no norm is computed (not logged; a real
+NaN prints as ``nan``). What varies, by version and setting, and is read here field by field, in any order:
 
 * sink mode: ``loss: 4.148911,`` (no epoch mean); older versions print ``%5.3f``;
 * no lr when MFLossMonitor cannot compute it (a schedule on CPU without the train cell's lr);
 * ``loss_scale: unavailable``; ``global_norm: None`` without ``use_clip_grad``, ``[nan]`` on overflow,
-  absent before MindFormers 1.1; ``, train_throughput_per_npu: 0.000T`` only when model FLOPs are known;
+  absent before MindFormers 1.1; ``, train_throughput_per_npu: 0.000T`` only when model FLOPs are known
+  (2.x: ``throughput: 12.34T``, the same TFLOPS per device);
 * ``print_separate_loss`` (MoE / MTP models): ``lm_loss:``, ``load_balancing_loss:`` (``aux_loss:`` in
-  1.3–1.5), ``mtp_loss:``, ``indexer_loss:`` after the loss;
-* ``step:[ s/ n]`` counts within the epoch: the global step is ``(epoch - 1) * n + s``.
+  1.3–1.5), ``mtp_loss:`` (2.x: ``mtp_1_loss:``, ``mtp_2_loss:`` ...), ``indexer_loss:`` after the loss;
+* ``step:[ s/ n]`` counts within the epoch in 1.x: the global step is ``(epoch - 1) * n + s``.
+
+TrainingStateMonitor's per-parameter lines (``... step:[ 3/ 20] local_norm/<param>: 0.12``) become
+columns named by their tag (:mod:`monitor_cb.importers.mindformers_state`).
 
 The whole chunk is parsed with polars (``str.extract`` per field over the step lines), so a log of
-a million lines opens like one of our JSONL files. A line that has MFLossMonitor's ``Epoch:[`` mark
-but not its epoch and step is counted as unparsed; every other line (warnings, compile messages) is
-not a metric line and is skipped silently. The timestamps are the training host's local time,
-read as this machine's local time.
+a million lines opens like one of our JSONL files. A line that has a step line's mark (``Epoch:[``,
+``{ step:[``) but no step, or a step out of range (epoch or step 0, negative, a global step of
+:data:`~monitor_cb.record.STEP_LIMIT` or more, a number past int64), is counted as unparsed and
+never lands on another step; every other line (warnings, compile messages) is not a metric line and
+is skipped silently. The timestamps are the training host's local time, read as this machine's local time.
 """
 
 from __future__ import annotations
 
 import calendar
-import os
-import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from monitor_cb.importers.mindformers_layout import (  # noqa: F401  (where the logs are: re-exported)
+    LOG_NAME,
+    MAX_ROTATED,
+    is_mindformers_log_dir,
+    rank_dirs,
+    rank_logs,
+    rank_of,
+    rotated_logs,
+    run_name,
+)
 from monitor_cb.ingest.batch import MISSING_INT, Batch, concat_batches
+from monitor_cb.record import STEP_LIMIT
 
-LOG_NAME = "info.log"
-MAX_ROTATED = 20  # info.log.1 ... (MindFormers keeps 5 by default)
 SOURCE_FORMAT = "mindformers_log"
 SLICE_LINES = 100_000
-STEP_MARK = "Epoch:["
+STEP_MARK = "Epoch:["  # MFLossMonitor's (1.x) step line
+STEP2_MARK = "{ step:["  # the 2.x step line
+STEP_WORD = "step:["  # every step line, TrainingStateMonitor's included
 PROGRESS_MARK = "samples/s/p"
 FINISHED_MARK = "Training Over"
-_RANK_DIR = re.compile(r"^rank_(\d{1,6})$")
+NOT_COMPUTED = "NaN"  # 2.x's "grad_norm: NaN": no norm computed (a NaN value prints as "nan")
 
-_CORE = r"Epoch:\[\s*(\d+)\s*/\s*(\d+)\s*\],\s*step:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+_CORE = r"Epoch:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\],\s*step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
+_CORE2 = r"\{ step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
 _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf|-inf))"
 # name -> (regex with one group over a step line, scale)
 FIELDS: dict[str, tuple[str, float]] = {
@@ -62,14 +84,17 @@ FIELDS: dict[str, tuple[str, float]] = {
     "step_time": (r"per_step_time:\s*" + _NUM + r"\s*ms", 1e-3),
     "lr": (r"\blr:\s*\[?\s*" + _NUM, 1.0),
     "loss_scale": (r"\bloss_scale:\s*\[?\s*" + _NUM, 1.0),
-    "grad_norm": (r"\bglobal_norm:\s*\[?\s*" + _NUM, 1.0),
-    "tflops_per_npu": (r"train_throughput_per_npu:\s*" + _NUM + r"\s*T", 1.0),
+    "grad_norm": (r"\b(?:global_norm|grad_norm):\s*\[?\s*" + _NUM, 1.0),
+    "tflops_per_npu": (r"\b(?:train_throughput_per_npu|throughput):\s*" + _NUM + r"\s*T", 1.0),
 }
 USUAL_FIELDS = ("loss", "step_time", "lr", "loss_scale", "grad_norm", "tflops_per_npu")
+MAX_MTP_DEPTH = 16  # 2.x's mtp_1_loss ... (one per multi-token-prediction depth)
 _OLD_TIME = r"\btime:\s*" + _NUM + r"\s*ms"  # before per_step_time (MindFormers 0.x)
 _OVERFLOW = r"overflow cond:\s*\[?\s*(True|False)"
 _THROUGHPUT = _NUM + r"\s+samples/s/p"
-_STAMP = r"^(?:\[\w+\] )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})"  # file and stdout prefixes
+_STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})"  # the first one in a line's head: either prefix
+_STAMP_HEAD = 96  # characters searched for it (a prefix after leftover spinner characters)
+_PROGRESS, _STEP, _STATE, _OTHER = 0, 1, 2, 3  # kinds of marked lines
 
 
 @dataclass
@@ -81,11 +106,14 @@ class LogState:
     last_step: int | None = None  # the global step of the last step line: a progress line's step
     finished: bool = False
     unparsed: int = 0
+    first_t: float | None = None  # the first and last time stamps of the lines read (any line)
+    last_t: float | None = None
+    stepped: bool = False  # a step line was read: the job is training, not starting
 
     def meta(self) -> dict[str, Any]:
         """What the run list shows for a run with no metadata file of ours."""
         meta: dict[str, Any] = {"source_format": SOURCE_FORMAT}
-        if self.epochs and self.steps_per_epoch:
+        if self.epochs and self.steps_per_epoch and self.epochs * self.steps_per_epoch < STEP_LIMIT:
             meta.update(epochs=self.epochs, steps_per_epoch=self.steps_per_epoch)
             meta["total_steps"] = self.epochs * self.steps_per_epoch
         if self.finished:
@@ -103,10 +131,10 @@ class ParsedLog:
 
 
 def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
-    """MFLossMonitor's step and progress lines of ``text`` (complete lines) as a :class:`Batch`.
+    """The step, progress and per-parameter lines of ``text`` (complete lines) as a :class:`Batch`.
 
     ``state`` carries the epoch size and the last step across chunks (a progress line may come in
-    the next chunk) and is updated. A step line in MindFormers 1.9's usual form is read by one
+    the next chunk) and is updated. Step lines in MindFormers 1.9's usual form are read by one
     split (:func:`_usual_form`); any other (a variant above) field by field; a slice of
     :data:`SLICE_LINES` lines at a time.
     """
@@ -126,77 +154,162 @@ def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
 
 
 def _parse_slice(lines: Any, state: LogState, rank: int) -> ParsedLog:
-    """The general path: whole lines (a polars string column), each field by its own pattern."""
+    """Whole lines (a polars string column): which are step, per-parameter and progress lines, then each kind."""
     import polars as pl
 
     if bool(lines.str.contains(FINISHED_MARK, literal=True).any()):
         state.finished = True
-    is_step = lines.str.contains(STEP_MARK, literal=True)
+    _note_times(lines, state)
+    marked = lines.str.contains(STEP_WORD, literal=True) | lines.str.contains(STEP_MARK, literal=True)
     is_progress = lines.str.contains(PROGRESS_MARK, literal=True)
-    frame = pl.DataFrame({"line": lines, "is_step": is_step}).with_row_index("row").filter(is_step | is_progress)
+    frame = pl.DataFrame({"line": lines}).with_row_index("row").filter(marked | is_progress)
     if frame.height == 0:
         return ParsedLog(Batch.empty())
-    fields, core = _step_fields(frame.filter(frame["is_step"])["line"])
-    return _assemble(frame, fields, core, lambda kept: _times(kept["line"]), "line", state, rank)
+    kind = _kinds(frame["line"])
+    step_lines = frame["line"].filter(pl.Series(kind == _STEP))
+    fields, core = _step_fields(step_lines) if len(step_lines) else ({}, _no_core())
+    steps, ok = global_steps(*core)
+    rows = frame["row"].to_numpy()
+    bad = rows[kind == _STEP][~ok].tolist()
+    state_rows = _state_rows(frame["line"].filter(pl.Series(kind == _STATE)), rows[kind == _STATE], bad)
+    bad.sort()
+    state.unparsed += len(bad)
+    if bool(ok.any()):
+        state.stepped = True
+        _remember(state, core, ok)
+    return _assemble(frame, kind, (fields, core, steps, ok), state_rows, state, rank, bad)
+
+
+def _kinds(line: Any) -> np.ndarray:
+    """Each marked line's kind: a step line (1.x or 2.x), a per-parameter line, a progress line, other."""
+    from monitor_cb.importers.mindformers_state import STATE_LINE
+
+    is_state = line.str.contains(STATE_LINE).to_numpy()
+    is_step = (line.str.contains(STEP_MARK, literal=True) | line.str.contains(STEP2_MARK, literal=True)).to_numpy()
+    is_progress = line.str.contains(PROGRESS_MARK, literal=True).to_numpy()
+    kind = np.full(len(line), _OTHER, np.int8)
+    kind[is_progress] = _PROGRESS
+    kind[is_step & ~is_state] = _STEP
+    kind[is_state] = _STATE
+    return kind
+
+
+def global_steps(epoch: Any, epochs: Any, step_in: Any, per_epoch: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(epoch - 1) * per_epoch + step_in`` of each line (int64) and whether it is a step at all.
+
+    A 2.x line has no epoch (null): its step is global. Out of range, and so not a step: epoch or
+    step below 1, an epoch of no step, a global step of :data:`STEP_LIMIT` or more (computed in
+    float first, so no int64 product wraps round to a small, valid-looking step).
+    """
+    no_epoch = epoch.is_null().to_numpy()
+    e = epoch.fill_null(1).to_numpy().astype(np.int64)
+    s = step_in.fill_null(0).to_numpy().astype(np.int64)
+    n = per_epoch.fill_null(0).to_numpy().astype(np.int64)
+    readable = step_in.is_not_null().to_numpy() & per_epoch.is_not_null().to_numpy()
+    readable &= epochs.is_not_null().to_numpy() | no_epoch
+    wide = (e.astype(np.float64) - 1.0) * n.astype(np.float64) + s.astype(np.float64)
+    ok = readable & (e >= 1) & (s >= 1) & (no_epoch | (n >= 1)) & (wide < STEP_LIMIT)
+    steps = np.where(ok, (np.where(ok, e, 1) - 1) * np.where(ok, n, 0) + np.where(ok, s, 0), -1)
+    return steps.astype(np.int64), ok
+
+
+def _no_core() -> tuple[Any, Any, Any, Any]:
+    import polars as pl
+
+    empty = pl.Series([], dtype=pl.Int64)
+    return empty, empty, empty, empty
+
+
+@dataclass
+class _StateRows:
+    """Per-parameter lines grouped into one row per step: where each row goes and its columns."""
+
+    rows: np.ndarray  # the chunk row of each group's first line
+    steps: np.ndarray
+    columns: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _state_rows(line: Any, rows: np.ndarray, bad: list[int]) -> _StateRows:
+    from monitor_cb.importers.mindformers_state import pivot_by_step, split_state_lines
+
+    if not len(line):
+        return _StateRows(np.empty(0, np.int64), np.empty(0, np.int64), {})
+    parts = split_state_lines(line)
+    steps, ok = global_steps(parts.epoch, parts.epochs, parts.step, parts.per_epoch)
+    ok &= parts.tag != ""
+    bad.extend(rows[~ok].tolist())
+    use = ok & parts.scalar
+    starts, columns = pivot_by_step(steps[use], parts.tag[use], parts.value[use])
+    return _StateRows(rows[use][starts], steps[use][starts], columns)
 
 
 def _assemble(
     frame: Any,
-    fields: dict[str, tuple[np.ndarray, np.ndarray]],
-    core: tuple[Any, Any, Any, Any],
-    times: Any,
-    progress_column: str,
+    kind: np.ndarray,
+    step_parts: tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any, np.ndarray, np.ndarray],
+    state_rows: _StateRows,
     state: LogState,
     rank: int,
+    bad: list[int],
 ) -> ParsedLog:
-    """The batch of a chunk's step and progress rows (``frame``: ``row``, ``is_step``, the progress
-    text in ``progress_column``), given the step rows' fields and epoch/step columns; ``times(kept)``
-    gives the kept rows' Unix times."""
-    import polars as pl
+    """The batch of a chunk's good step rows, per-parameter rows and progress rows, in line order.
 
-    is_step_row = frame["is_step"]
-    epoch, epochs, step_in, per_epoch = core
-    unparsed = step_in.is_null() | epoch.is_null() | (per_epoch.fill_null(0) <= 0)
-    bad_rows = frame["row"].filter(is_step_row).filter(unparsed).to_list()
-    state.unparsed += len(bad_rows)
-    good = ~unparsed
-    global_step = (epoch - 1) * per_epoch + step_in
-    if bad_rows:
-        global_step = global_step.set(unparsed, None)
-    # every row of the frame: a step row's own step, a progress row's the step line's before it
-    own = pl.Series("s", [None], dtype=pl.Int64).extend_constant(None, frame.height - 1)
-    own = own.scatter(is_step_row.arg_true(), global_step)
-    owner = own.forward_fill()
-    if state.last_step is not None:
-        owner = owner.fill_null(state.last_step)
-    is_good_step = is_step_row.clone().scatter(is_step_row.arg_true(), good)
-    keep = (is_good_step | (~is_step_row & owner.is_not_null())).fill_null(False)
-    if not bool(keep.any()):
-        return ParsedLog(Batch.empty(), bad_rows)
-    _remember(state, epochs.filter(good), per_epoch.filter(good), global_step.filter(good))
-    kept = frame.filter(keep)
-    n = kept.height
-    stepped = is_good_step.filter(keep).to_numpy()
+    A progress line belongs to the step line just before it (in this chunk or the last); after an
+    unreadable step line, or with none before it, it is dropped rather than put on another step.
+    """
+    fields, _, steps, ok = step_parts
+    rows = frame["row"].to_numpy()
+    step_rows = rows[kind == _STEP]
+    progress_rows = rows[kind == _PROGRESS]
+    owners = np.where(ok, steps, -1)
+    before = np.searchsorted(step_rows, progress_rows) - 1
+    carried = state.last_step if state.last_step is not None else -1
+    progress_steps = (
+        np.where(before >= 0, owners[np.maximum(before, 0)], carried)
+        if len(owners)
+        else np.full(len(progress_rows), carried)
+    )
+    if len(owners):
+        state.last_step = int(owners[-1]) if owners[-1] >= 0 else None
+    progress_keep = progress_steps >= 0
+    kept_rows = np.concatenate([step_rows[ok], state_rows.rows, progress_rows[progress_keep]])
+    kept_steps = np.concatenate([steps[ok], state_rows.steps, progress_steps[progress_keep]])
+    kept_kind = np.concatenate(
+        [
+            np.full(int(ok.sum()), _STEP, np.int8),
+            np.full(len(state_rows.rows), _STATE, np.int8),
+            np.full(int(progress_keep.sum()), _PROGRESS, np.int8),
+        ]
+    )
+    if not len(kept_rows):
+        return ParsedLog(Batch.empty(), bad)
+    order = np.argsort(kept_rows, kind="stable")
+    kept_rows, kept_steps, kept_kind = kept_rows[order], kept_steps[order], kept_kind[order]
+    n = len(kept_rows)
+    by_row = frame.with_columns(kind=kind).filter(frame["row"].is_in(kept_rows))
     batch = Batch(
-        step=owner.filter(keep).to_numpy().astype(np.int64),
+        step=kept_steps.astype(np.int64),
         seg=np.full(n, MISSING_INT, np.int64),
         rank=np.full(n, rank, np.int64),
-        t=times(kept),
+        t=_times(by_row["line"]),
     )
-    step_positions = np.flatnonzero(stepped)
-    good_np = good.to_numpy()
+    at_step = np.flatnonzero(kept_kind == _STEP)
     for name, (values, logged) in fields.items():
-        _put(batch, name, _spread(values[good_np], n, step_positions), _spread(logged[good_np], n, step_positions))
-    progress = kept[progress_column].filter(~kept["is_step"])
-    throughput = _throughputs(progress)
-    progress_positions = np.flatnonzero(~stepped)
-    _put(
-        batch,
-        "throughput",
-        _spread(throughput, n, progress_positions),
-        _spread(~np.isnan(throughput), n, progress_positions),
-    )
-    return ParsedLog(batch, bad_rows)
+        _put(batch, name, _spread(values[ok], n, at_step), _spread(logged[ok], n, at_step))
+    at_state = np.flatnonzero(kept_kind == _STATE)
+    for name, (values, logged) in state_rows.columns.items():
+        if name not in batch.floats:  # (a tag never takes the name of one of MFLossMonitor's fields)
+            _put(batch, name, _spread(values, n, at_state), _spread(logged, n, at_state))
+    at_progress = np.flatnonzero(kept_kind == _PROGRESS)
+    throughput = _throughputs(by_row["line"].filter(pl_series(kept_kind == _PROGRESS)))
+    _put(batch, "throughput", _spread(throughput, n, at_progress), _spread(~np.isnan(throughput), n, at_progress))
+    return ParsedLog(batch, bad)
+
+
+def pl_series(mask: np.ndarray) -> Any:
+    import polars as pl
+
+    return pl.Series(mask)
 
 
 def read_lines(data: Any) -> Any:
@@ -220,7 +333,8 @@ def read_lines(data: Any) -> Any:
 
 
 def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[Any, Any, Any, Any]]:
-    """Each field's values and "was logged" flags over the step lines, and the epoch and step columns."""
+    """Each field's values and "was logged" flags over the step lines, and the epoch and step columns
+    (null epoch: a 2.x line, whose step is global)."""
     import polars as pl
 
     usual = _usual_form(line)
@@ -228,15 +342,33 @@ def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], t
         return _usual_fields(usual)
     fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     groups = line.str.extract_groups(_CORE)
-    core = tuple(groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5))
+    core = [groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5)]
+    if bool(line.str.contains(STEP2_MARK, literal=True).any()):
+        second = line.str.extract_groups(_CORE2)
+        v2 = core[2].is_null() & second.struct.field("1").is_not_null()
+        step, total = (second.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
+        core = [
+            core[0],
+            core[1].zip_with(~v2, pl.Series([1] * len(line), dtype=pl.Int64)),
+            core[2].zip_with(~v2, step),
+            core[3].zip_with(~v2, total),
+        ]
     for name, (pattern, scale) in FIELDS.items():
-        values, logged = _numbers(line.str.extract(pattern, 1))
+        text = line.str.extract(pattern, 1)
+        if name == "grad_norm":
+            text = text.zip_with(text != NOT_COMPUTED, pl.Series([None] * len(line), dtype=pl.String))
+        values, logged = _numbers(text)
         fields[name] = (values * scale, logged)
     if not fields["step_time"][1].any():
         values, logged = _numbers(line.str.extract(_OLD_TIME, 1))
         fields["step_time"] = (values * 1e-3, logged)
+    for depth in range(1, MAX_MTP_DEPTH + 1):
+        label = f"mtp_{depth}_loss:"
+        if not bool(line.str.contains(label, literal=True).any()):
+            break
+        fields[f"loss_mtp_{depth}"] = _numbers(line.str.extract(r"\b" + label + r"\s*" + _NUM, 1))
     flag = line.str.extract(_OVERFLOW, 1)
-    return _with_epoch_and_overflow(fields, core, flag)  # type: ignore[arg-type]
+    return _with_epoch_and_overflow(fields, tuple(core), flag)  # type: ignore[arg-type]
 
 
 def _usual_fields(usual: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[Any, Any, Any, Any]]:
@@ -326,11 +458,26 @@ def _spread(values: np.ndarray, n: int, positions: np.ndarray) -> np.ndarray:
     return out
 
 
-def _remember(state: LogState, epochs: Any, per_epoch: Any, steps: Any) -> None:
-    if len(steps):
-        state.epochs = int(epochs[-1])
-        state.steps_per_epoch = int(per_epoch[-1])
-        state.last_step = int(steps[-1])
+def _remember(state: LogState, core: tuple[Any, Any, Any, Any], ok: np.ndarray) -> None:
+    """The epoch count and size of the last good step line (the run's total steps)."""
+    last = int(np.flatnonzero(ok)[-1])
+    epochs, per_epoch = core[1][last], core[3][last]
+    state.epochs = int(epochs) if epochs is not None else None
+    state.steps_per_epoch = int(per_epoch) if per_epoch is not None else None
+
+
+def _note_times(lines: Any, state: LogState) -> None:
+    """The first and last time stamps of a slice (of its first and last stamped lines), for the run's Elapsed."""
+    n = lines.len()
+    heads = lines.head(min(n, 64))
+    tails = lines.tail(min(n, 64))
+    first = _times(heads)
+    last = _times(tails)
+    first, last = first[np.isfinite(first)], last[np.isfinite(last)]
+    if len(first) and state.first_t is None:
+        state.first_t = float(first[0])
+    if len(last):
+        state.last_t = float(last[-1])
 
 
 def _numbers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -354,7 +501,7 @@ def _times(line: Any) -> np.ndarray:
     # the file handler's "[INFO] 2026-12-05 09:22:03,997 ..." by position; anything else by regex
     stamp = line.str.slice(7, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
     if stamp.null_count():
-        groups = line.str.extract_groups(_STAMP)
+        groups = line.str.slice(0, _STAMP_HEAD).str.extract_groups(_STAMP)
         text = groups.struct.field("1") + "," + groups.struct.field("2")
         stamp = stamp.fill_null(text.str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))
     naive = stamp.dt.epoch("ms").cast(pl.Float64).to_numpy() / 1000.0  # as if UTC
@@ -370,54 +517,3 @@ def _utc_offset(naive: np.ndarray) -> float:
     utc = float(finite[0])
     local = time.localtime(utc)
     return float(calendar.timegm(local) - int(utc)) if local.tm_isdst < 0 else float(local.tm_gmtoff)
-
-
-# ---------------------------------------------------------------------------- where the logs are
-def rank_of(directory: Path) -> int:
-    """``rank_3`` -> 3; any other directory name -> 0."""
-    match = _RANK_DIR.match(directory.name)
-    return int(match.group(1)) if match else 0
-
-
-def rank_dirs(directory: str | os.PathLike[str]) -> dict[int, Path]:
-    """The rank directories of a MindFormers log directory: ``rank_N/`` holding ``info.log`` (each
-    rank), else the directory itself when it holds ``info.log`` (one rank, from its name)."""
-    path = Path(directory)
-    found: dict[int, Path] = {}
-    try:
-        with os.scandir(path) as entries:
-            names = [(e.name, e.is_dir(follow_symlinks=False), e.is_file()) for e in entries]
-    except OSError:
-        return found
-    for name, is_dir, _ in names:
-        match = _RANK_DIR.match(name)
-        if match and is_dir and _has_log(path / name):
-            found[int(match.group(1))] = path / name
-    if not found and any(name == LOG_NAME and is_file for name, _, is_file in names):
-        found[rank_of(path)] = path
-    return found
-
-
-def is_mindformers_log_dir(directory: str | os.PathLike[str]) -> bool:
-    """Whether ``directory`` holds MindFormers' log: ``info.log`` in it or in ``rank_N/`` below it."""
-    return bool(rank_dirs(directory))
-
-
-def rotated_logs(rank_dir: Path) -> list[Path]:
-    """``info.log.N`` ... ``info.log.1`` that exist, oldest first (Python's RotatingFileHandler names)."""
-    return [p for i in range(MAX_ROTATED, 0, -1) if (p := rank_dir / f"{LOG_NAME}.{i}").is_file()]
-
-
-def run_name(directory: Path) -> str:
-    """``/jobs/llama_sft/output/log`` -> ``llama_sft``: the job's directory, not MindFormers' ``log``."""
-    parts = directory.resolve().parts
-    if len(parts) >= 3 and parts[-1] == "log" and parts[-2] == "output":
-        return parts[-3]
-    return directory.name
-
-
-def _has_log(directory: Path) -> bool:
-    try:
-        return (directory / LOG_NAME).is_file()
-    except OSError:
-        return False

@@ -42,21 +42,24 @@ TAG_MAP: dict[str, tuple[str, Callable[[float], float | int] | None]] = {
 
 # "X vs samples" (as MindFormers spells it) and "X_vs_samples" (as tensorboardX stores it).
 _VS_SAMPLES = re.compile(r"^(?P<base>.+?)(?: vs samples|_vs_samples)$")
-_NOT_NAME = re.compile(r"[^a-z0-9_]+")
 TEXT_SUFFIX = "/text_summary"  # tensorboardX's add_text appends it to the tag
 
 
-def sanitize(tag: str) -> str:
-    """A tag as a metric key: lower case, runs of other characters -> ``_``.
+SET_ASIDE = frozenset(RESERVED_KEYS | {"event", "samples"})  # keys the reader fills itself
+SET_ASIDE_PREFIX = "tb_"
 
-    ``"max_attention_logit/layer.0"`` -> ``"max_attention_logit_layer_0"``. Names that would
-    collide with the reserved keys (``step``, ``t``, ``rank``, ``seg``), ``event``, ``samples`` or
-    that come out empty get a ``tb_`` prefix.
+
+def tag_key(tag: str) -> str:
+    """A tag as a metric key: the tag as written (case, ``/``, ``.``, spaces, any character kept).
+
+    ``"train/loss"`` stays ``"train/loss"`` and ``"Train/Loss"`` is another metric, so a run reads
+    as TensorBoard shows it (docs/FORMAT.md, "Metric names"). Only a tag that is empty or is a
+    key the reader fills itself (``step``, ``t``, ``rank``, ``seg``, ``event``, ``samples``) gets a
+    ``tb_`` prefix, so it cannot overwrite the row's own step or rank.
     """
-    name = _NOT_NAME.sub("_", tag.lower()).strip("_")
-    if not name or name in RESERVED_KEYS or name in {"event", "samples"} or name[0].isdigit():
-        name = f"tb_{name}"
-    return name
+    if not tag or tag in SET_ASIDE:
+        return f"{SET_ASIDE_PREFIX}{tag}"
+    return tag
 
 
 def samples_base(tag: str) -> str | None:
@@ -66,9 +69,9 @@ def samples_base(tag: str) -> str | None:
 
 
 def metric_name(tag: str) -> str:
-    """Our key for a TensorBoard scalar tag (mapped name, else :func:`sanitize`)."""
+    """Our key for a TensorBoard scalar tag (MindFormers' mapped name, else :func:`tag_key`)."""
     mapped = TAG_MAP.get(tag)
-    return mapped[0] if mapped else sanitize(tag)
+    return mapped[0] if mapped else tag_key(tag)
 
 
 def convert(tag: str, value: float) -> float | int:
@@ -92,9 +95,9 @@ def subdir_metric_name(subdir: str, tag: str) -> str:
     """Key for a scalar found in a subdirectory of a rank directory.
 
     tensorboardX's ``add_scalars(main_tag, {key: v})`` writes tag ``main_tag`` into
-    ``<logdir>/<main_tag>/<key>/``; the subdirectory path then names the series
-    (``max_attention_logit/layer.0/head_3`` -> ``max_attention_logit_layer_0_head_3``).
+    ``<logdir>/<main_tag>/<key>/``; the subdirectory path then names the series, as written
+    (``max_attention_logit/layer.0/head_3``).
     """
     if subdir == tag or subdir.startswith(tag + "/"):
-        return sanitize(subdir)
-    return sanitize(f"{subdir}/{tag}")
+        return tag_key(subdir)
+    return tag_key(f"{subdir}/{tag}")

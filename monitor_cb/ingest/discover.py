@@ -1,6 +1,9 @@
 """Find runs under a log root: directories holding ``*.jsonl`` metrics files, or TensorBoard
 event files (directly or in ``rank_<id>`` subdirectories, as MindFormers writes them), or
-MindFormers' own log (``info.log`` directly or in ``rank_<id>`` subdirectories).
+MindFormers' own log (``info.log`` directly or in ``rank_<id>`` subdirectories, or msrun's
+``worker_<id>.log`` files: one run per job when it has both, see
+:mod:`monitor_cb.importers.mindformers_layout`), or MindSpore's summary files
+(``events.out.events.summary.*``, SummaryCollector / SummaryRecord).
 
 Hidden entries are skipped, and so is anything that resolves outside the root
 (a symlink pointing elsewhere, a name with ``..``): the reader never leaves it.
@@ -14,8 +17,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from monitor_cb.importers.mindformers_layout import is_mindformers_log_dir, is_shadowed_msrun_dir
 from monitor_cb.importers.mindformers_log import SOURCE_FORMAT as MINDFORMERS_LOG
-from monitor_cb.importers.mindformers_log import is_mindformers_log_dir
+from monitor_cb.importers.ms_summary import SOURCE_FORMAT as MS_SUMMARY
+from monitor_cb.importers.ms_summary import is_ms_summary_dir
 from monitor_cb.importers.tensorboard import is_tensorboard_run
 from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import METRICS_SUFFIX
@@ -31,7 +36,7 @@ class RunDir:
     id: str  # path relative to the root, POSIX; "." when the root itself is the run
     path: Path
     files: tuple[Path, ...]  # its metrics files, sorted (none for a TensorBoard run)
-    kind: str = "jsonl"  # or "tensorboard", or "mindformers_log"
+    kind: str = "jsonl"  # or "tensorboard", "mindformers_log", "ms_summary"
 
 
 def discover_runs(
@@ -60,8 +65,12 @@ def discover_runs(
         elif is_tensorboard_run(directory):
             runs[run_id] = RunDir(run_id, directory, (), kind="tensorboard")
             continue  # its subdirectories are ranks and add_scalars series, not runs
-        elif is_mindformers_log_dir(directory):  # output/log with rank_N/info.log, or one rank_N
-            runs[run_id] = RunDir(run_id, directory, (), kind=MINDFORMERS_LOG)
+        elif is_ms_summary_dir(directory):  # MindSpore's SummaryCollector / SummaryRecord files
+            runs[run_id] = RunDir(run_id, directory, (), kind=MS_SUMMARY)
+            continue
+        elif is_mindformers_log_dir(directory):  # output/log with rank_N/info.log, one rank_N, or msrun_log
+            if not (parts and is_shadowed_msrun_dir(directory)):  # (msrun_log beside log/: that run's, not another)
+                runs[run_id] = RunDir(run_id, directory, (), kind=MINDFORMERS_LOG)
             continue
         if len(parts) < max_depth:
             stack.extend((sub, (*parts, sub.name)) for sub in subdirs)

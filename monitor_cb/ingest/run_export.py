@@ -3,11 +3,40 @@
 Used by ``python -m monitor_cb export`` and the compare page's downloads. In CSV a logged NaN
 reads ``NaN`` (``inf``/``-inf`` likewise) and a value that was not logged is empty; in Parquet a
 logged NaN stays NaN and a value not logged is null.
+
+CSV files are opened in spreadsheets, and a log root is written by anyone: a run name, metric name or
+text value such as ``=cmd|' /C calc'!A0`` would be a formula there. In CSV, every text cell and header
+that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's
+advice, as well-known exporters do), unless the text is a plain number (``-0.5`` stays ``-0.5``);
+numeric columns are never touched. Parquet keeps its text as it is (it holds types, not formulas).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_safe_text(value: Any) -> Any:
+    """``value`` as a spreadsheet shows it as text: a string starting like a formula gets a leading ``'``.
+
+    Anything that is not a string (a number, None) and a string that is a plain number come back unchanged.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _neutralise(out: Any, skip: set[str]) -> None:
+    """Make ``out``'s headers and the cells of its text columns (but ``skip``) :func:`csv_safe_text`, in place."""
+    for column in out.columns:
+        values = out[column]
+        if column not in skip and values.dtype.kind not in "biufcmM":  # object, string or category: may be text
+            out[column] = values.astype(object).map(csv_safe_text)
+    out.columns = [csv_safe_text(str(c)) for c in out.columns]
 
 
 def write_csv(frame: Any, masks: dict[str, Any], target: Any) -> None:
@@ -15,6 +44,7 @@ def write_csv(frame: Any, masks: dict[str, Any], target: Any) -> None:
     import numpy as np
 
     out = frame.copy()
+    numeric: set[str] = set()  # float columns given "NaN" and empty cells: numbers, never formulas
     for column, logged in masks.items():
         values = out[column]
         if values.dtype.kind != "f":
@@ -25,6 +55,8 @@ def write_csv(frame: Any, masks: dict[str, Any], target: Any) -> None:
             text[nan & logged] = "NaN"
             text[~logged] = None
             out[column] = text
+            numeric.add(column)
+    _neutralise(out, numeric)
     out.to_csv(target, index=False, na_rep="")
 
 

@@ -30,7 +30,9 @@ NO_STATUS = "no status recorded"
 EPOCH_MIN = 946_684_800.0  # 2000-01-01: a record time before this is seconds since the run's start
 _PID_LIMIT = 1 << 31  # pid_t is 32 bits: a larger "pid" in a metadata file is garbage
 # When ranks disagree, the most alarming status names the run.
-PRIORITY = ("failed", "crashed", "stalled", "running", "stopped", ENDED, "finished")
+PRIORITY = ("failed", "crashed", "stalled", "running", "starting", "stopped", ENDED, "finished")
+STARTING = "starting"  # a log that grows before its first step line (loading, compiling)
+ACTIVE = frozenset({"running", "stalled", STARTING})  # statuses of a run still going
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ def unrecorded_status(activity: FileActivity, now: float, policy: StatusPolicy) 
         return "crashed", f"the file ends in a torn line and stopped growing {idle:.0f} s ago"
     stall_after = stall_threshold(activity.interval, policy)
     if idle <= stall_after:
+        if activity.meta.get("starting"):
+            return STARTING, "the log grows, with no step line yet (loading, compiling)"
         return "running", None
     if idle > policy.assume_finished_after_s:
         return ENDED, f"{NO_STATUS}; nothing written for {idle:.0f} s"
@@ -127,15 +131,20 @@ def run_span(
     t_last: float | None,
     active: bool,
     now: float,
+    log_end: float | None = None,
 ) -> float | None:
     """Seconds a run has lasted: metadata times first, else its records' own ``t``.
 
     ``now`` only counts against a date: records whose ``t`` counts from 0 give ``t_last - t_first``
-    (their own span) and never a difference with the clock or a file's mtime.
+    (their own span) and never a difference with the clock or a file's mtime. ``log_end``: the last
+    time stamp of a log that states its own times (MindFormers' log): the end even while it runs, so
+    a replayed or copied log, or a host whose clock differs, lasts what its own lines say.
     """
     start = meta_start if meta_start is not None else t_first
     if start is None:
         return None
+    if log_end is not None and math.isfinite(log_end) and math.isfinite(start):
+        return max(log_end - start, 0.0)
     if meta_start is None and not is_epoch(start):
         end = t_last
     elif active:

@@ -23,6 +23,7 @@ from monitor_cb.ingest.discover import DEFAULT_MAX_DEPTH, RunDir, discover_runs
 from monitor_cb.ingest.dropnote import WriterDrops, writer_drops
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.mindformers_source import MINDFORMERS_LOG, MindFormersLogGroup
+from monitor_cb.ingest.ms_summary_source import MS_SUMMARY, SummaryGroup
 from monitor_cb.ingest.parse import BULK_MIN_BYTES
 from monitor_cb.ingest.peek import PEEK_MIN_BYTES, peek_file
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
@@ -88,6 +89,8 @@ class _Run:
         self.info: tuple[tuple[Any, ...], float, RunInfo] | None = None  # (state key, clock, info)
         self.tensorboard: TensorBoardGroup | None = None
         self.mflog: MindFormersLogGroup | None = None  # a MindFormers log directory (kind "mindformers_log")
+        self.summary: SummaryGroup | None = None  # a MindSpore summary directory (kind "ms_summary")
+        self.histograms: Any = None  # a TensorBoard run's histogram reader, made when first asked for
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
         self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
         self.read_at = -math.inf  # time.monotonic() of the last read of its files (RunStore.read)
@@ -175,6 +178,10 @@ class RunStore:
                     run.mflog = run.mflog or MindFormersLogGroup(run_dir.path, self.root, self.line_cap)
                     run.mflog.poll()  # ranks appear as their rank_N/info.log do
                     run.sources = {s.path: s for s in run.mflog.sources.values()}
+                elif run_dir.kind == MS_SUMMARY:
+                    run.summary = run.summary or SummaryGroup(run_dir.path, self.root)
+                    run.summary.poll()  # ranks appear as their summary files are read
+                    run.sources = {s.path: s for s in run.summary.sources.values()}
                 else:
                     run.sources = {path: run.sources.get(path) or self._source(path) for path in run_dir.files}
                 runs[run_id] = run
@@ -242,6 +249,9 @@ class RunStore:
                 reason = getattr(getattr(source, "tail", None), "refused", None)
                 if reason is not None:
                     refused[str(source.path)] = reason
+                refused.update(getattr(source, "skipped", None) or {})  # a log's rotated files
+            if run.summary is not None:
+                refused.update(run.summary.refused())
         for part in (self.cache, self.index):
             refused.update(getattr(part, "refused", None) or {})
         return [f"skipped {path}: {reason}" for path, reason in sorted(refused.items())]
@@ -299,6 +309,8 @@ class RunStore:
             metas = [run.tensorboard.meta for _ in sources]
         elif run.mflog is not None:
             metas = [run.mflog.meta for _ in sources]
+        elif run.summary is not None:
+            metas = [run.summary.meta for _ in sources]
         else:
             metas = [self._read_meta(source.meta_path) for source in sources]
         grew = [s.grew_at(now) for s in sources]
@@ -437,6 +449,22 @@ class RunStore:
         sources = [s for s in run.sources.values() if isinstance(s, MetricsSource)]
         read = sum(s.tail.offset for s in sources)
         return LoadProgress(min(read, total), total, sum(s.table.n for s in sources))
+
+    def histograms(self, run_id: str, rank: int | None = None) -> dict[str, Any]:
+        """Tag -> ``HistogramSeries`` of the run's histograms (a MindSpore summary directory's, or a
+        TensorBoard run's ``add_histogram`` summaries), for ``rank`` (default the lowest that has any);
+        ``{}`` for a run that has none or a root in object storage. Polled: only new records are read."""
+        run = self._run(run_id)
+        if run.summary is not None:
+            return run.summary.histograms(rank)
+        if run.dir.kind != "tensorboard" or self.remote is not None:
+            return {}
+        from monitor_cb.importers.tb_histograms import TensorBoardHistograms
+
+        with run.lock:
+            if run.histograms is None:
+                run.histograms = TensorBoardHistograms(run.dir.path, self.root)
+            return run.histograms.histograms(rank)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ across ranks
     def ranks_of(self, run_id: str) -> list[int]:

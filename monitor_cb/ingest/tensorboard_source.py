@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from monitor_cb.ingest.summary_index import SourceSummary
 
 MAX_EVENTS_PER_POLL = 8_000_000  # bounds one refresh (~2 s); the rest comes on the next poll
-_STATE_KEY = "tensorboard_reader"  # the reader's state, kept in the cache header's free-form "kinds"
+# The reader's state, kept in the cache header's free-form "kinds". Its name carries the naming
+# version: a cache written when tags were sanitised (``train_loss``) has no such key and is read afresh.
+_STATE_KEY = "tensorboard_reader/names-as-written"
 _SAMPLE = 4096
 _warned_missing = False
 

@@ -4,8 +4,10 @@ Why: the thresholds saved there (``LOGROOT/.monitor/diagnosis.json``) are what t
 for every run under the root. On a dashboard many people open, any viewer could untick "NaN / Inf"
 and silence that alert for everyone. ``monitor-cb dashboard --read-only-settings`` (or
 ``$MONITOR_READ_ONLY_SETTINGS=1``, or ``--read-only-settings`` after ``--`` on a ``streamlit run``
-line) shows the settings without Save, Reset or the test-notification button;
-``$MONITOR_SETTINGS_ADMIN_TOKEN`` makes them read-only until that token is entered on the page.
+line) shows the settings without Save, Reset or the test-notification button, and offers no button that
+writes into the root or starts a process (the demo training, the sample runs): a viewer writes nothing
+and starts nothing. ``$MONITOR_SETTINGS_ADMIN_TOKEN`` makes the settings read-only until that token is
+entered on the page.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ class SettingsAccess:
     def locked(self) -> bool:
         """Whether a viewer starts without the right to save."""
         return self.read_only or self.admin_token is not None
+
+    @property
+    def viewers_may_write(self) -> bool:
+        """Whether the pages may offer buttons that write into the root or start a process (not read-only)."""
+        return not self.read_only
 
     def unlocks(self, given: str | None) -> bool:
         """Whether ``given`` is the admin token (constant-time); never when the server is read-only."""

@@ -92,6 +92,16 @@ class LiveData:
     figures: dict[str, Any]
     empty: bool
     findings: tuple[Any, ...] = ()
+    roles: tuple[str, ...] = ()  # "loss: train/loss (HF Trainer's name)", when a role is not played by our key
+
+
+def roles_note(casting: Any) -> tuple[str, ...]:
+    """The lines saying which metric plays which role and why, when that is worth saying: some role is played
+    by a name other than the format's own (another framework's run), or set by hand. Empty for our own runs."""
+    ours = all(casting.metrics[role] == (role,) for role in casting.metrics if role not in ("eval_metric",))
+    ours = ours and all(name.startswith("eval_") for name in casting.of("eval_metric"))
+    hand = any(why.startswith("set ") for why in casting.why.values())
+    return () if ours and not hand and not casting.unknown else tuple(casting.lines())
 
 
 def series_of(data: Any, shared: LiveShared | None = None) -> LiveSeries:
@@ -202,8 +212,10 @@ def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveS
     series = series_of(data, shared)
     if len(series) == 0:
         return LiveData(run, compute_kpis(series, run, now), None, {}, True)
-    kpis = compute_kpis(series, run, now)
-    banner = nan_banner(series.first_nonfinite("loss"), "loss", now) if series.has("loss") else None
+    casting = request.settings.casting(series.columns)
+    kpis = compute_kpis(series, run, now, casting=casting)
+    loss = casting.first("loss")
+    banner = nan_banner(series.first_nonfinite(loss), loss, now) if loss is not None and series.has(loss) else None
     if shared is None:
         figures = build_figures(series, run, request)
     else:
@@ -211,4 +223,4 @@ def process(run: Any, data: Any, request: LiveRequest, now: float, shared: LiveS
         figures = shared.figures.get(
             ("figures", request.key(data)), lambda: build_figures(series, run, request, marker)
         )
-    return LiveData(run, kpis, banner, figures, False, tuple(request.findings))
+    return LiveData(run, kpis, banner, figures, False, tuple(request.findings), roles_note(casting))

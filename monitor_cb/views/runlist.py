@@ -7,10 +7,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from monitor_cb.ingest.status import ACTIVE
+
 # Sidebar refresh choices: label -> seconds (None = no automatic refresh).
 REFRESH_CHOICES: dict[str, float | None] = {"off": None, "1 s": 1.0, "2 s": 2.0, "5 s": 5.0, "10 s": 10.0}
 DEFAULT_REFRESH = "2 s"
-ACTIVE_STATUSES = frozenset({"running", "stalled"})
+ACTIVE_STATUSES = ACTIVE  # running, stalled, starting
 
 
 class RunLike(Protocol):
@@ -86,3 +88,20 @@ def pick_run(run_ids: Sequence[str], wanted: str | None) -> str | None:
     if wanted is not None and wanted in run_ids:
         return wanted
     return run_ids[0] if run_ids else None
+
+
+def resolve_wanted(runs: Sequence[RunLike], wanted: str | None) -> str | None:
+    """The run id a URL's ``?run=`` means: the id itself; else the one run below that folder
+    (``llama`` for ``llama/output/log``, a MindFormers job opened by its folder); else the one run of
+    that name. None when it names no run (or several: no guess)."""
+    if not wanted:
+        return None
+    ids = [r.id for r in runs]
+    if wanted in ids:
+        return wanted
+    folder = wanted.strip("/")
+    below = [i for i in ids if i.startswith(folder + "/")]
+    if len(below) == 1:
+        return below[0]
+    named = [r.id for r in runs if r.name == folder]
+    return named[0] if len(named) == 1 else None

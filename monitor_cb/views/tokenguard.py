@@ -9,6 +9,12 @@ SameSite=Strict, one per port; it holds a keyed hash of the token, not the token
 small page asking for the token) or a refused WebSocket handshake (403). Only ``/_stcore/health``
 stays open, so a supervisor can still tell the server is up.
 
+The WebSocket opens only from the dashboard's own origin: a browser sends the SameSite=Strict cookie to
+every port of a host (ports are one "site"), so a page another program serves on 127.0.0.1:8888 could
+otherwise open the dashboard's WebSocket with the user's cookie and read every message. A handshake whose
+``Origin`` is not this server's scheme, host and port (as the ``Host`` header names it) is refused, with
+or without a valid token; one without ``Origin`` (not a browser: a script) is judged by its token alone.
+
 A page opened with ``?token=…`` is redirected to the same address without it, so the token does not
 stay in the address bar, the history or a link copied from the page. Comparisons are constant-time.
 :class:`TokenGuard` is an ASGI middleware beside :class:`~monitor_cb.views.hostguard.HostGuard`
@@ -23,7 +29,7 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 ENV_TOKEN = "MONITOR_DASHBOARD_TOKEN"
 AUTO = "auto"
@@ -89,6 +95,9 @@ class TokenGuard:
         if self.token is None or kind not in ("http", "websocket") or self._open_path(scope):
             await self.app(scope, receive, send)
             return
+        if kind == "websocket" and not origin_allowed(scope):
+            await _refuse(scope, send)
+            return
         query = parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
         from_query = next((v for k, v in query if k == "token"), None)
         if from_query is not None and self._valid(from_query):
@@ -120,6 +129,39 @@ class TokenGuard:
             f"{cookie_name(scope)}={self.cookie_value}; Path=/; Max-Age={COOKIE_MAX_AGE}; "
             f"HttpOnly; SameSite=Strict{secure}"
         ).encode()
+
+
+Origin = tuple[str, str, int]  # (scheme, lower-case host, port)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def own_origin(scope: Scope) -> Origin | None:
+    """This server's origin as the request names it: its scheme and its single ``Host`` header (None if malformed)."""
+    hosts = _headers(scope, b"host")
+    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+    return _origin(f"{scheme}://{hosts[0]}") if len(hosts) == 1 else None
+
+
+def origin_allowed(scope: Scope) -> bool:
+    """Whether a WebSocket handshake may go on: no ``Origin`` (not a browser), or exactly this server's origin."""
+    origins = _headers(scope, b"origin")
+    if not origins:
+        return True
+    mine = own_origin(scope)
+    return len(origins) == 1 and mine is not None and _origin(origins[0]) == mine
+
+
+def _origin(text: str) -> Origin | None:
+    """``(scheme, host, port)`` of ``http(s)://host[:port]`` (the default port filled in), None for anything else
+    (``null``, another scheme, a path, credentials)."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc or parts.path not in ("", "/"):
+        return None
+    return parts.scheme, parts.hostname.rstrip("."), port if port is not None else _DEFAULT_PORTS[parts.scheme]
 
 
 def _headers(scope: Scope, name: bytes) -> list[str]:

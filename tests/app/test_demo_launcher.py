@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -171,3 +174,137 @@ def test_the_samples_caption_says_what_the_written_runs_are(log_root: Path) -> N
     assert statuses == {"finished": 3, "stopped": 1}
     assert "four synthetic runs" in caption and "three finish" in caption
     assert "one diverges and its NaN guard stops it" in caption and "finished runs" not in caption
+
+
+# ----------------------------------------------------------------------------- a planted pid file (#34 item 3)
+@pytest.fixture
+def victim() -> Iterator[subprocess.Popen[bytes]]:
+    """An unrelated live process in its own session (the worst case for a process-group signal) whose command
+    line even carries the words "monitor_cb" and "demo", like a ``watch`` on a root named demo would."""
+    code = "import time; time.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-c", code, "monitor_cb", "demo"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A plain ``sleep``, in its own session."""
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _plant(root: Path, pid: int, **extra: object) -> None:
+    (root / ".monitor").mkdir(exist_ok=True)
+    info = {"pid": pid, "name": "demo-planted", "log": "x", "started": 1.0, **extra}
+    (root / ".monitor" / "demo.json").write_text(json.dumps(info))
+
+
+def _lives(proc: subprocess.Popen[bytes]) -> bool:
+    """Still running after any signal sent has had time to land (poll: no fixed sleep decides)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return proc.poll() is None
+
+
+def test_a_planted_pid_file_is_not_a_demo_and_stop_signals_nothing(
+    log_root: Path, victim: subprocess.Popen[bytes], sleeper: subprocess.Popen[bytes]
+) -> None:
+    for proc, extra in ((victim, {}), (sleeper, {}), (victim, {"nonce": "forged"}), (sleeper, {"nonce": ""})):
+        _plant(log_root, proc.pid, **extra)
+        state = launcher.demo_state(log_root)
+        assert state is not None and state.pid == proc.pid and not state.running
+        assert not launcher.stop_demo(log_root)
+    assert _lives(victim) and _lives(sleeper)
+
+
+def test_stop_clicked_after_the_pid_file_was_replaced_spares_the_named_process(
+    log_root: Path, fake_demo: None, victim: subprocess.Popen[bytes]
+) -> None:
+    """As found: a viewer sees Stop (a real demo runs), someone replaces demo.json with one naming another
+    process (copying the real file's nonce, too), the viewer clicks Stop."""
+    write_run(log_root, "exp1", steps=50)
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    at.sidebar.button(key="start_demo").click().run()
+    real = launcher.demo_state(log_root)
+    try:
+        assert real is not None and real.running and at.sidebar.button(key="stop_demo")
+        nonce = json.loads((log_root / ".monitor" / "demo.json").read_text())["nonce"]
+        _plant(log_root, victim.pid, nonce=nonce)
+        at.sidebar.button(key="stop_demo").click().run()
+        assert not at.exception
+        assert _lives(victim), "Stop signalled a process the dashboard did not start"
+        assert any("not running any more" in e.value for e in at.error)
+        at.run()
+        assert at.sidebar.button(key="start_demo")  # the planted pid is not shown as a running demo
+    finally:
+        os.killpg(real.pid, signal.SIGTERM)
+
+
+def test_a_demo_another_dashboard_started_is_known_by_its_nonce_and_stopped(log_root: Path, fake_demo: None) -> None:
+    """A restarted dashboard (no process object in memory) still shows and stops the demo it can prove is one."""
+    state = launcher.start_demo(log_root)
+    launcher._PROCS.clear()  # what a restart of the server loses
+    proc_gone = False
+    try:
+        again = launcher.demo_state(log_root)
+        assert again is not None and again.running and again.pid == state.pid
+        assert launcher.stop_demo(log_root)
+        deadline = time.monotonic() + 10
+        while not proc_gone:
+            assert time.monotonic() < deadline
+            try:
+                os.waitpid(state.pid, os.WNOHANG)  # our child: reap it, as the lost Popen would have
+                os.kill(state.pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                proc_gone = True
+            time.sleep(0.05)
+    finally:
+        if not proc_gone:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(state.pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- a read-only dashboard (#34 item 2)
+WRITE_KEYS = ("start_demo", "stop_demo", "write_samples")
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if ".monitor" not in p.parts}
+
+
+def test_a_read_only_dashboard_offers_no_demo_and_no_samples(
+    log_root: Path, fake_demo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As found: with ``--read-only-settings`` a viewer clicked "Generate sample runs" (four runs written) and
+    could start the demo. Now no page offers either, on an empty root or beside runs."""
+    monkeypatch.setenv("MONITOR_READ_ONLY_SETTINGS", "1")
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert not at.exception
+    assert not [b for b in at.button if b.key in WRITE_KEYS]
+    assert any("read-only" in i.value for i in at.info)
+    log_root = log_root.parent / "with-runs"  # a root the cached store of the empty one has not listed
+    monkeypatch.setenv("MONITOR_LOGDIR", str(log_root))
+    write_run(log_root, "exp1", steps=50)
+    before = _files(log_root)
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert not at.exception and len(at.sidebar.selectbox[0].options) == 1
+    assert not [b for b in at.button if b.key in WRITE_KEYS]
+    for button in at.sidebar.button:  # whatever else the sidebar offers writes nothing into the root
+        button.click().run()
+        assert not at.exception
+    assert _files(log_root) == before
+    assert launcher.demo_state(log_root) is None  # nothing started
+    monkeypatch.delenv("MONITOR_READ_ONLY_SETTINGS")
+    at = AppTest.from_file(DASHBOARD, default_timeout=60).run()
+    assert at.sidebar.button(key="write_samples")  # an open dashboard still offers them

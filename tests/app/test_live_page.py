@@ -366,3 +366,21 @@ def test_a_long_run_listed_from_its_ends_opens_with_every_row(log_root: Path) ->
     assert any("steps 1–70,000 · 70,000 records" in str(c.value) for c in at.sidebar.caption), at.sidebar.caption
     loss = next(fig for fig in charts(at) if "loss" in trace_names(fig))
     assert max(max(values(t["x"])) for t in loss["data"] if t.get("x")) == 70_000
+
+
+def test_a_run_opened_by_its_folder_name_is_shown_without_a_gone_warning(log_root: Path) -> None:
+    """``?run=llama`` for a MindFormers job whose run is ``llama/output/log`` (listed by its job's name)."""
+    from tests.ingest.test_mindformers_source import write
+
+    write_run(log_root, "other", steps=20)
+    log = log_root / "llama" / "output" / "log" / "rank_0" / "info.log"
+    log.parent.mkdir(parents=True)
+    write(log, range(1, 21))
+    at = run_app({"run": "llama"})
+    assert_ok(at)
+    assert "no longer under the log root" not in texts(at)
+    assert at.sidebar.selectbox[0].value == "llama/output/log"
+    at.run()
+    assert_ok(at)
+    assert "no longer under the log root" not in texts(at)
+    assert at.query_params["run"] in ("llama/output/log", ["llama/output/log"])

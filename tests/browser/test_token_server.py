@@ -8,8 +8,12 @@ One ``streamlit run dashboard.py`` with ``$MONITOR_DASHBOARD_TOKEN=auto``, as ``
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
+import http.server
+import json
 import re
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from monitor_cb.demo.samples import write_sample_runs
-from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_server
+from tests.browser.harness import browser_missing, chromium_page, free_port, poll, streamlit_server
 
 pytestmark = [pytest.mark.slow]
 RUN = "run01-lr0.0003-bs32-seed0"
@@ -115,3 +119,91 @@ def test_a_browser_meets_the_form_enters_the_token_and_gets_the_dashboard(server
         assert "monitor_cb_token" not in page.evaluate("document.cookie"), "HttpOnly: scripts cannot read it"
         page.goto(f"{url}/?run={RUN}", wait_until="domcontentloaded")
         poll(lambda: page.get_by_text("Since update").count() > 0, 60, what="the Live page over the WebSocket")
+
+
+# ----------------------------------------------------------------------------- another port of 127.0.0.1 (#34 item 1)
+def _cookie_header(url: str, token: str) -> str:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    assert status(f"{url}/?token={token}", {"Accept": "text/html"}, opener) == 200
+    return "; ".join(f"{c.name}={c.value}" for c in jar)
+
+
+def test_the_websocket_refuses_another_origin_even_with_the_cookie(server: tuple[str, str]) -> None:
+    """As found: a handshake from a page on another port of 127.0.0.1 carries the cookie (same site) and
+    was accepted; now only the dashboard's own origin opens it."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    url, token = server
+    port = urlsplit(url).port
+    stream = url.replace("http://", "ws://") + "/_stcore/stream"
+    cookie = _cookie_header(url, token)
+    for origin in (f"http://127.0.0.1:{free_port()}", f"http://localhost:{port}", "null"):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(
+                stream,
+                subprotocols=["streamlit"],
+                origin=origin,
+                additional_headers={"Cookie": cookie},
+                open_timeout=20,
+            ).close()
+        assert refused.value.response.status_code == 403, origin
+    with connect(
+        stream, subprotocols=["streamlit"], origin=url, additional_headers={"Cookie": cookie}, open_timeout=20
+    ) as ws:
+        assert ws.response.status_code == 101
+
+
+ATTACKER_PAGE = """<!doctype html><html><body><script>
+window.result = null;
+const ws = new WebSocket(%s, ["streamlit"]);
+ws.onopen = () => { window.result = "open"; };
+ws.onerror = () => { if (!window.result) window.result = "error"; };
+ws.onclose = (e) => { if (!window.result) window.result = "closed " + e.code; };
+</script></body></html>"""
+
+
+@contextlib.contextmanager
+def other_port_site(html: str) -> Iterator[str]:
+    """A web server on another port of 127.0.0.1 (any local web app, a notebook, a dev server) serving ``html``."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}"
+    finally:
+        site.shutdown()
+        site.server_close()
+        thread.join(10)
+
+
+def test_a_page_on_another_port_cannot_open_the_websocket_in_a_browser(server: tuple[str, str]) -> None:
+    """In Chromium: the user opened the dashboard (the cookie is set), then a page on another port of
+    127.0.0.1 tries the dashboard's WebSocket: refused. From the dashboard's own page it opens."""
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
+    url, token = server
+    stream = url.replace("http://", "ws://") + "/_stcore/stream"
+    with other_port_site(ATTACKER_PAGE % json.dumps(stream)) as attacker, chromium_page(1280, 900) as page:
+        page.goto(f"{url}/?token={token}", wait_until="domcontentloaded")
+        poll(lambda: page.get_by_text("Since update").count() > 0, 60, what="the dashboard over its WebSocket")
+        page.add_script_tag(content=(ATTACKER_PAGE % json.dumps(stream)).split("<script>")[1].split("</script>")[0])
+        assert poll(lambda: page.evaluate("window.result"), 20, what="the same-origin handshake") == "open"
+        page.goto(attacker, wait_until="domcontentloaded")
+        result = poll(lambda: page.evaluate("window.result"), 20, what="the cross-port handshake")
+        assert result != "open", f"a page on {attacker} opened the dashboard's WebSocket"

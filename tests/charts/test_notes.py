@@ -20,6 +20,7 @@ def test_no_note_when_the_norm_was_logged() -> None:
         ({"train_cell": "MFTrainOneStepCell", "output_layout": "mindformers"}, "use_clip_grad: True"),
         ({"source_format": "tensorboard"}, "use_clip_grad: True"),  # MindFormers' event files
         ({"config": {"source_format": "tensorboard"}}, "use_clip_grad: True"),  # ... imported with import-tb
+        ({"source_format": "mindformers_log"}, "use_clip_grad: True"),  # MindFormers' own log (info.log, worker_N.log)
         ({}, "global_grad_norm(grads)"),  # no train cell known: a custom loop or another tool's log
         (None, "grad_norm_model"),
     ],

@@ -112,3 +112,19 @@ def test_summary_accepts_one_of_a_runs_files(root: Path, tmp_path: Path, capsys:
     (tmp_path / "notes.txt").write_text("not a run\n")
     assert main(["summary", str(tmp_path / "notes.txt")]) == 2
     assert "TensorBoard event files, or MindFormers' info.log" in capsys.readouterr().err
+
+
+def test_summary_and_diagnose_accept_an_msrun_worker_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``summary …/msrun_log/worker_0.log`` (what people share of a job): its folder's workers are the ranks."""
+    from tests.ingest.test_mindformers_source import write
+
+    msrun = tmp_path / "job" / "output" / "msrun_log"
+    msrun.mkdir(parents=True)
+    (msrun / "scheduler.log").write_text("msrun scheduler\n")
+    for rank in (0, 1):
+        write(msrun / f"worker_{rank}.log", range(1, 21))
+    assert main(["summary", str(msrun / "worker_0.log"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["last_step"] == 20 and out["ranks"] == [0, 1]
+    assert main(["diagnose", str(msrun / "worker_1.log")]) == 0
+    assert main(["summary", "job/output/msrun_log", "--root", str(tmp_path), "--json"]) == 0

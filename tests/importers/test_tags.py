@@ -1,6 +1,6 @@
 import pytest
 
-from monitor_cb.importers.tags import convert, metric_name, samples_base, sanitize, subdir_metric_name
+from monitor_cb.importers.tags import convert, metric_name, samples_base, subdir_metric_name, tag_key
 
 
 @pytest.mark.parametrize(
@@ -19,13 +19,21 @@ from monitor_cb.importers.tags import convert, metric_name, samples_base, saniti
         ("mtp-loss", "loss_mtp"),
         ("load-balancing-loss", "loss_load_balancing"),
         ("indexer-loss", "loss_indexer"),
-        ("local_norm/layer.0.weight", "local_norm_layer_0_weight"),
-        ("Eval Accuracy", "eval_accuracy"),
-        ("step", "tb_step"),
+        ("local_norm/layer.0.weight", "local_norm/layer.0.weight"),  # as written: `/` and `.` group
+        ("Eval Accuracy", "Eval Accuracy"),
+        ("train/loss", "train/loss"),  # HF Trainer
+        ("Losses/Policy Loss", "Losses/Policy Loss"),  # ML-Agents
+        ("Loss", "Loss"),  # case kept: another metric than `loss`
+        ("step", "tb_step"),  # keys the reader fills itself stay protected
         ("t", "tb_t"),
+        ("rank", "tb_rank"),
+        ("seg", "tb_seg"),
+        ("event", "tb_event"),
         ("samples", "tb_samples"),
-        ("1st", "tb_1st"),
-        ("///", "tb_"),
+        ("", "tb_"),
+        ("1st", "1st"),
+        ("///", "///"),
+        ("a\nb", "a\nb"),  # a newline is kept; pages show it escaped (monitor_cb.names.shown_name)
     ],
 )
 def test_metric_name(tag: str, name: str) -> None:
@@ -55,7 +63,17 @@ def test_convert_units() -> None:
 
 def test_subdir_metric_name() -> None:
     assert subdir_metric_name("max_attention_logit/layer.0/head_3", "max_attention_logit/layer.0") == (
-        "max_attention_logit_layer_0_head_3"
+        "max_attention_logit/layer.0/head_3"
     )
-    assert subdir_metric_name("extra", "loss") == "extra_loss"
-    assert sanitize("Grad Norm") == "grad_norm"
+    assert subdir_metric_name("extra", "loss") == "extra/loss"
+    assert tag_key("Grad Norm") == "Grad Norm"
+
+
+def test_names_differing_only_in_case_stay_distinct() -> None:
+    names = {metric_name(tag) for tag in ("val/Loss", "val/loss", "VAL/LOSS")}
+    assert len(names) == 3
+
+
+def test_a_10_kB_tag_is_kept_whole() -> None:
+    tag = "x" * 10_000
+    assert metric_name(tag) == tag

@@ -202,8 +202,8 @@ def test_add_scalars_subdirectories_are_series_of_the_rank(tmp_path: Path) -> No
     run = TensorBoardRun(tmp_path / "tb")
     (record,) = run.poll()
     assert record["loss"] == 2.0 and record["rank"] == 0 and record["seg"] == 1
-    assert record["max_attention_logit_layer_0_head_0"] == 1.5
-    assert record["max_attention_logit_layer_0_head_1"] == 2.5
+    assert record["max_attention_logit/layer.0/head_0"] == 1.5
+    assert record["max_attention_logit/layer.0/head_1"] == 2.5
     assert run.ranks == [0]
 
 

@@ -21,3 +21,11 @@ def test_the_admin_token_unlocks_unless_the_server_is_read_only() -> None:
     assert access.unlocks("adm") and not access.unlocks("adm2") and not access.unlocks("") and not access.unlocks(None)
     both = settings_access(["--read-only-settings"], {"MONITOR_SETTINGS_ADMIN_TOKEN": "adm"})
     assert not both.unlocks("adm"), "read-only wins: nobody saves from the browser"
+
+
+def test_a_read_only_dashboard_lets_no_viewer_write_into_the_root() -> None:
+    """The demo training and the sample runs are offered only when the server is not read-only."""
+    assert settings_access([], {}).viewers_may_write
+    assert settings_access([], {"MONITOR_SETTINGS_ADMIN_TOKEN": "adm"}).viewers_may_write
+    assert not settings_access(["--read-only-settings"], {}).viewers_may_write
+    assert not settings_access([], {"MONITOR_READ_ONLY_SETTINGS": "1"}).viewers_may_write

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from monitor_cb.views.runlist import filter_runs, format_age, format_clock, format_duration, pick_run, run_label
+from monitor_cb.views.runlist import (
+    filter_runs,
+    format_age,
+    format_clock,
+    format_duration,
+    pick_run,
+    resolve_wanted,
+    run_label,
+)
 from tests.views.helpers import FakeRun
 
 
@@ -45,3 +53,13 @@ def test_run_labels_are_plain_text_that_does_not_go_stale() -> None:
     assert format_clock(t, t + 400 * 86400)[:4].isdigit()  # another year: the date in full
     assert run_label(FakeRun("live", "live", "running", last_write=t), now=t + 500) == "live · running"
     assert all(ord(c) < 0x2000 or c in "·–" for c in run_label(ended, now=t))
+
+
+def test_a_url_run_may_name_a_folder_or_a_run_name() -> None:
+    runs = [FakeRun("llama/output/log", "llama"), FakeRun("bert/a", "a"), FakeRun("bert/b", "b"), FakeRun("x/y", "b")]
+    assert resolve_wanted(runs, "bert/a") == "bert/a"
+    assert resolve_wanted(runs, "llama") == "llama/output/log", "the one run below that folder"
+    assert resolve_wanted(runs, "llama/") == "llama/output/log"
+    assert resolve_wanted(runs, "bert") is None, "two runs below it: no guess"
+    assert resolve_wanted(runs, "a") == "bert/a" and resolve_wanted(runs, "b") is None
+    assert resolve_wanted(runs, "gone") is None and resolve_wanted(runs, None) is None

@@ -118,3 +118,43 @@ def test_auto_makes_a_long_random_token_and_the_link_carries_it() -> None:
     assert token_url("http://127.0.0.1:8501", "a b&c") == "http://127.0.0.1:8501/?token=a+b%26c"
     guard = TokenGuard(Downstream(), "a b&c")  # a password with spaces and symbols works through the form
     assert drive(guard, "/", "token=a+b%26c")[0] == 200
+
+
+def test_the_websocket_opens_only_from_the_dashboards_own_origin() -> None:
+    """A page on another port of 127.0.0.1 gets the SameSite=Strict cookie sent along (ports are one site):
+    its handshake is refused by origin, whatever credentials come with it."""
+    guard = TokenGuard(Downstream(), TOKEN)
+    host = [(b"host", b"127.0.0.1:8501")]
+    cookie = [(b"cookie", f"monitor_cb_token_8501={guard.cookie_value}".encode())]
+
+    def handshake(origin: str | None, extra: list[tuple[bytes, bytes]] = cookie, **scope: Any) -> int:
+        headers = host + extra + ([(b"origin", origin.encode())] if origin is not None else [])
+        return drive(guard, "/_stcore/stream", headers=headers, type="websocket", **scope)[0]
+
+    assert handshake("http://127.0.0.1:8501") == 101
+    assert handshake("HTTP://127.0.0.1:8501/") == 101
+    assert handshake(None) == 101  # a script: no Origin, judged by its credentials
+    for foreign in (
+        "http://127.0.0.1:8888",
+        "http://localhost:8501",  # another host name is another origin
+        "https://127.0.0.1:8501",
+        "http://127.0.0.1",
+        "null",
+        "http://evil@127.0.0.1:8501",
+        "file://",
+        "",
+    ):
+        assert handshake(foreign) == 403, foreign
+    assert handshake("http://127.0.0.1:8888", [(b"authorization", f"token {TOKEN}".encode())]) == 403
+    assert (
+        drive(guard, "/_stcore/stream", f"token={TOKEN}", [*host, (b"origin", b"http://x:1")], type="websocket")[0]
+        == 403
+    )
+    assert handshake("https://127.0.0.1:8501", scheme="wss") == 101
+    two = host + cookie + [(b"origin", b"http://127.0.0.1:8501"), (b"origin", b"http://127.0.0.1:8501")]
+    assert drive(guard, "/_stcore/stream", headers=two, type="websocket")[0] == 403
+    open_dashboard = TokenGuard(Downstream(), None)  # no token: nothing to steal, nothing checked
+    assert (
+        drive(open_dashboard, "/_stcore/stream", headers=[*host, (b"origin", b"http://x:1")], type="websocket")[0]
+        == 101
+    )

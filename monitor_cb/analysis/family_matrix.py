@@ -1,0 +1,265 @@
+"""A family as a parameters x steps matrix of bucket statistics, extended with only the new rows.
+
+The heatmap of a family draws each parameter's value against its own recent baseline. With 1,000
+parameters x 100k steps the raw values cannot be drawn or even kept per viewer, so each row is
+reduced to at most ``buckets`` step buckets holding the bucket's maximum and minimum (a spike
+survives any zoom out), its log-mean (the bucket's typical level) and its count of logged NaN/Inf.
+All four merge exactly, so when the run outgrows the budget neighbouring buckets are merged in
+pairs (the bucket width doubles) and nothing is read twice: a refresh folds in the rows after the
+last one it saw. Memory is ``parameters x buckets`` whatever the run's length.
+
+The baseline of a bucket is the median of the log-means of the ``baseline_buckets`` buckets before
+it, so a parameter that jumps 30x reads ``log10(30) ~ 1.5`` whatever its scale, and the jump itself
+does not raise its own baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+CHUNK_CELLS = 4_000_000  # values read from the frame at a time (rows x parameters): bounds the working memory
+_TINY = 1e-30  # |value| below this counts as this, so a zero has a (very low) log
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """How a family is reduced.
+
+    Attributes:
+        buckets: step buckets per parameter at most (the heatmap's columns).
+        baseline_buckets: buckets before a bucket whose median is its baseline.
+        min_baseline: buckets a baseline needs; before that the run's first buckets are the baseline.
+    """
+
+    buckets: int = 400
+    baseline_buckets: int = 16
+    min_baseline: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("buckets", "baseline_buckets", "min_baseline"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.buckets < 2:
+            raise ValueError(f"buckets must be at least 2, got {self.buckets}")
+
+
+@dataclass(frozen=True)
+class HeatmapData:
+    """What the heatmap draws: one row per parameter, one column per bucket.
+
+    Attributes:
+        members: parameter names (rows), in family order.
+        start: first step of each bucket; ``end``: its last step (inclusive).
+        ratio: log10 of the bucket's extreme (its max or min, whichever is further) over the
+            parameter's baseline; NaN where the parameter logged nothing in the bucket.
+        value: the extreme itself (hover text); ``nonfinite``: NaN/Inf logged in the bucket.
+        judged: the cell's baseline came from buckets before it (False for a run's first buckets,
+            judged against the run's own start: coloured, but never a top mover).
+    """
+
+    members: tuple[str, ...]
+    start: np.ndarray
+    end: np.ndarray
+    ratio: np.ndarray
+    value: np.ndarray
+    nonfinite: np.ndarray
+    judged: np.ndarray
+
+    @property
+    def empty(self) -> bool:
+        return self.start.size == 0
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A parameter that moved most from its baseline: its peak log ratio and where it was."""
+
+    member: str
+    ratio: float  # log10 of the peak value over the baseline (signed); inf for a NaN/Inf logged
+    step: int
+    value: float
+
+    @property
+    def factor(self) -> float:
+        """The peak as a factor of the baseline (``30.0`` for 30x, ``0.1`` for a fall to a tenth)."""
+        return float(10.0**self.ratio) if np.isfinite(self.ratio) else float("inf")
+
+
+class FamilyMatrix:
+    """Bucket statistics of one family's columns in one run, updated from new rows only.
+
+    ``update(frame, masks)`` reads the frame's rows after the last one it saw (a frame that shrank or
+    whose rows changed is read again from the start); ``data()`` is what the heatmap draws.
+    """
+
+    def __init__(self, members: Sequence[str], columns: Sequence[str], options: MatrixOptions | None = None) -> None:
+        if len(members) != len(columns):
+            raise ValueError(f"{len(members)} members but {len(columns)} columns")
+        self.members = tuple(members)
+        self.columns = tuple(columns)
+        self.options = options or MatrixOptions()
+        self._reset()
+
+    def _reset(self) -> None:
+        p, b = len(self.columns), self.options.buckets
+        self.hi = np.full((p, b), np.nan)
+        self.lo = np.full((p, b), np.nan)
+        self.logsum = np.zeros((p, b))
+        self.count = np.zeros((p, b), np.int64)
+        self.bad = np.zeros((p, b), np.int64)
+        self.first = np.full(b, np.iinfo(np.int64).max, np.int64)  # first and last step seen in each bucket
+        self.last = np.full(b, np.iinfo(np.int64).min, np.int64)
+        self.origin: int | None = None
+        self.width = 1
+        self.n = 0
+        self.rows_seen = 0
+        self.last_step_seen: int | None = None
+
+    def update(self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None = None) -> int:
+        """Fold in the rows of ``frame`` not yet seen; returns how many rows were read."""
+        if len(frame) < self.rows_seen or (
+            self.rows_seen and int(frame["step"].iloc[self.rows_seen - 1]) != self.last_step_seen
+        ):
+            self._reset()  # truncated or rewritten: read from the start
+        start = self.rows_seen
+        present = [c for c in self.columns if c in frame.columns]
+        step_of = max(1, CHUNK_CELLS // max(1, len(present)))
+        for a in range(start, len(frame), step_of):
+            b = min(len(frame), a + step_of)
+            self._fold(frame, masks, a, b)
+        if len(frame):
+            self.rows_seen = len(frame)
+            self.last_step_seen = int(frame["step"].iloc[-1])
+        return len(frame) - start
+
+    def _fold(self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None, a: int, b: int) -> None:
+        steps = pd.to_numeric(frame["step"].iloc[a:b], errors="coerce").to_numpy(np.float64)
+        values = np.full((b - a, len(self.columns)), np.nan)
+        logged_bad = np.zeros((b - a, len(self.columns)), bool)
+        for j, column in enumerate(self.columns):
+            if column not in frame.columns:
+                continue
+            col = pd.to_numeric(frame[column].iloc[a:b], errors="coerce").to_numpy(np.float64)
+            values[:, j] = col
+            bad = ~np.isfinite(col)
+            if bad.any():
+                mask = masks.get(column) if masks is not None else None
+                logged = np.asarray(mask[a:b], bool) if mask is not None and len(mask) == len(frame) else ~np.isnan(col)
+                logged_bad[:, j] = bad & logged
+        keep = np.isfinite(steps) & (np.isfinite(values).any(axis=1) | logged_bad.any(axis=1))
+        if not keep.any():
+            return
+        steps, values, logged_bad = steps[keep].astype(np.int64), values[keep], logged_bad[keep]
+        if self.origin is None:
+            self.origin = int(steps.min())
+        index = np.maximum(steps - self.origin, 0) // self.width
+        while index.max() >= self.options.buckets:
+            self._merge_pairs()
+            index = np.maximum(steps - self.origin, 0) // self.width
+        order = np.argsort(index, kind="stable")
+        index, steps, values, logged_bad = index[order], steps[order], values[order], logged_bad[order]
+        cuts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+        at = index[cuts]
+        finite = np.isfinite(values)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.where(finite, np.log(np.maximum(np.abs(values), _TINY)), 0.0)
+        self.hi[:, at] = np.fmax(self.hi[:, at], np.fmax.reduceat(np.where(finite, values, np.nan), cuts, axis=0).T)
+        self.lo[:, at] = np.fmin(self.lo[:, at], np.fmin.reduceat(np.where(finite, values, np.nan), cuts, axis=0).T)
+        self.logsum[:, at] += np.add.reduceat(logs, cuts, axis=0).T
+        self.count[:, at] += np.add.reduceat(finite.astype(np.int64), cuts, axis=0).T
+        self.bad[:, at] += np.add.reduceat(logged_bad.astype(np.int64), cuts, axis=0).T
+        self.first[at] = np.minimum(self.first[at], np.minimum.reduceat(steps, cuts))
+        self.last[at] = np.maximum(self.last[at], np.maximum.reduceat(steps, cuts))
+        self.n = max(self.n, int(at.max()) + 1)
+
+    def _merge_pairs(self) -> None:
+        """Double the bucket width: bucket k and k+1 (k even) become bucket k // 2."""
+        pairs = (self.options.buckets + 1) // 2
+
+        def merge(arr: np.ndarray, fn: np.ufunc, fill: float | int) -> np.ndarray:
+            padded = np.concatenate([arr, np.full((*arr.shape[:-1], 2 * pairs - arr.shape[-1]), fill, arr.dtype)], -1)
+            merged = fn(padded[..., 0::2], padded[..., 1::2])
+            out = np.full_like(arr, fill)
+            out[..., :pairs] = merged
+            return out
+
+        self.hi = merge(self.hi, np.fmax, np.nan)
+        self.lo = merge(self.lo, np.fmin, np.nan)
+        self.logsum = merge(self.logsum, np.add, 0.0)
+        self.count = merge(self.count, np.add, 0)
+        self.bad = merge(self.bad, np.add, 0)
+        self.first = merge(self.first, np.minimum, np.iinfo(np.int64).max)
+        self.last = merge(self.last, np.maximum, np.iinfo(np.int64).min)
+        self.width *= 2
+        self.n = (self.n + 1) // 2
+
+    def data(self) -> HeatmapData:
+        """The heatmap's cells: log ratios against each parameter's baseline, the extreme values, NaN/Inf."""
+        n = self.n
+        used = np.flatnonzero(self.first[:n] <= self.last[:n])
+        hi, lo, count, bad = self.hi[:, used], self.lo[:, used], self.count[:, used], self.bad[:, used]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = np.where(count > 0, self.logsum[:, used] / np.maximum(count, 1), np.nan)
+            base, judged = _trailing_median(level, self.options.baseline_buckets, self.options.min_baseline)
+            up = np.log(np.maximum(np.abs(hi), _TINY)) - base
+            down = np.log(np.maximum(np.abs(lo), _TINY)) - base
+            use_hi = ~(np.abs(down) > np.abs(up))
+            ratio = np.where(use_hi, up, down) / np.log(10.0)
+            value = np.where(use_hi, hi, lo)
+        first, last = self.first[used].copy(), self.last[used].copy()
+        return HeatmapData(self.members, first, last, ratio, value, bad > 0, judged)
+
+
+def _trailing_median(level: np.ndarray, window: int, min_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell: the median of the finite cells among the ``window`` before it in its row, and whether
+    there were ``min_count`` of them.
+
+    Cells with fewer take the median of the row's first ``window`` finite cells (a run's start is
+    judged against itself).
+    """
+    p, n = level.shape
+    if n == 0:
+        return level.copy(), np.zeros(level.shape, bool)
+    padded = np.concatenate([np.full((p, window), np.nan), level], axis=1)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)[:, :n]  # cells before each cell
+    ordered = np.sort(windows, axis=-1)  # NaN sort last
+    valid = np.isfinite(windows).sum(axis=-1)
+    lower = np.take_along_axis(ordered, np.maximum(valid - 1, 0)[..., None] // 2, -1)[..., 0]
+    upper = np.take_along_axis(ordered, (valid // 2)[..., None], -1)[..., 0]
+    median = np.where(valid > 0, (lower + upper) / 2.0, np.nan)
+    start = np.array([_first_median(row, window) for row in level])
+    judged = valid >= min_count
+    return np.where(judged, median, start[:, None]), judged
+
+
+def _first_median(row: np.ndarray, window: int) -> float:
+    finite = row[np.isfinite(row)][:window]
+    return float(np.median(finite)) if finite.size else np.nan
+
+
+def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None) -> list[Mover]:
+    """The parameters that left their baseline most (NaN/Inf first), one entry each, largest first.
+
+    ``since_step``: only buckets ending at or after it (the recent movers).
+    """
+    if data.empty:
+        return []
+    cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
+    movers = []
+    for i, member in enumerate(data.members):
+        bad = np.flatnonzero(data.nonfinite[i] & cols)  # NaN/Inf counts even at a run's start
+        if bad.size:
+            k = int(bad[0])
+            movers.append(Mover(member, float("inf"), int(data.start[k]), float("nan")))
+            continue
+        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
+        k = int(np.argmax(r))
+        if r[k] > 0:
+            movers.append(Mover(member, float(data.ratio[i, k]), int(data.start[k]), float(data.value[i, k])))
+    movers.sort(key=lambda m: (-abs(m.ratio), m.step, m.member))
+    return movers[:limit]

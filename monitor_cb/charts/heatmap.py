@@ -1,0 +1,109 @@
+"""A family as one heatmap: parameters (rows, in the model's order) x steps, coloured by the log ratio
+of each bucket's extreme value to that parameter's own baseline, with the value on hover.
+
+Red is above the baseline, blue below, white at it; the colour saturates at ``RATIO_LIMIT`` (100x),
+so a 30x jump is deep red whatever the parameter's scale. A bucket where NaN or Inf was logged is
+drawn at the top of the scale and says so on hover. Parameter names are run-derived text and are
+HTML-escaped (plotly renders a subset of HTML in tick labels and hover text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from monitor_cb.analysis.family_matrix import HeatmapData
+from monitor_cb.charts.style import escape_html
+
+RATIO_LIMIT = 2.0  # log10: 100x above or below the baseline is the end of the scale
+COLORSCALE = [[0.0, "#2166ac"], [0.35, "#92c5de"], [0.5, "#f7f7f7"], [0.65, "#f4a582"], [1.0, "#b2182b"]]
+ROW_PX, MIN_HEIGHT, MAX_HEIGHT = 14, 320, 900
+MAX_TICK_ROWS = 60  # more rows than this: names on hover only
+
+
+@dataclass(frozen=True)
+class HeatmapMark:
+    """A finding drawn on the heatmap: the row and step it names, and a short label (plain text)."""
+
+    member: str
+    step: int
+    label: str
+
+
+def family_heatmap(
+    data: HeatmapData,
+    title: str,
+    marks: Sequence[HeatmapMark] = (),
+    selected: str | None = None,
+) -> go.Figure:
+    """The family's heatmap (see the module); ``selected``: a row outlined (the one drawn below)."""
+    rows = [escape_html(m) for m in data.members]
+    ratio = np.where(data.nonfinite, RATIO_LIMIT, np.clip(data.ratio, -RATIO_LIMIT, RATIO_LIMIT))
+    with np.errstate(invalid="ignore", over="ignore"):
+        factor = np.where(np.isfinite(data.ratio), 10.0**data.ratio, np.nan)
+    value_text = np.where(
+        data.nonfinite, "NaN/Inf logged", np.char.mod("%.4g", np.nan_to_num(data.value, nan=0.0)).astype(object)
+    )
+    value_text = np.where(np.isnan(data.value) & ~data.nonfinite, "not logged", value_text)
+    factor_text = np.where(np.isfinite(factor), np.char.mod("%.3g", np.nan_to_num(factor, nan=1.0)), "-").astype(object)
+    steps_text = np.char.add(np.char.add(data.start.astype(str), "–"), data.end.astype(str))
+    custom = np.dstack(
+        [np.broadcast_to(steps_text, ratio.shape).astype(object), value_text.astype(object), factor_text]
+    )
+    x = (data.start + data.end) / 2.0
+    heat = go.Heatmap(
+        z=ratio.astype(np.float32),
+        x=x,
+        y=rows,
+        customdata=custom,
+        zmin=-RATIO_LIMIT,
+        zmax=RATIO_LIMIT,
+        zmid=0.0,
+        colorscale=COLORSCALE,
+        hoverongaps=False,
+        colorbar={
+            "title": {"text": "x baseline"},
+            "tickvals": [-2, -1, 0, 1, 2],
+            "ticktext": ["÷100", "÷10", "1x", "10x", "100x"],
+            "thickness": 12,
+        },
+        hovertemplate="%{y}<br>steps %{customdata[0]}<br>value %{customdata[1]}<br>%{customdata[2]}x its baseline"
+        "<extra></extra>",
+    )
+    traces: list[go.BaseTraceType] = [heat]
+    if marks:
+        traces.append(
+            go.Scatter(
+                x=[m.step for m in marks],
+                y=[escape_html(m.member) for m in marks],
+                mode="markers",
+                marker={"symbol": "circle-open", "size": 16, "color": "#111111", "line": {"width": 2.5}},
+                text=[escape_html(m.label) for m in marks],
+                hovertemplate="%{text}<extra></extra>",
+                name="finding",
+                showlegend=False,
+            )
+        )
+    fig = go.Figure(traces)
+    height = int(np.clip(ROW_PX * len(rows) + 120, MIN_HEIGHT, MAX_HEIGHT))
+    fig.update_layout(
+        title={"text": escape_html(title), "x": 0.0, "font": {"size": 14}},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        xaxis={"title": {"text": "step"}, "automargin": True},
+        yaxis={
+            "autorange": "reversed",  # the first layer on top, as the model lists them
+            "showticklabels": len(rows) <= MAX_TICK_ROWS,
+            "automargin": True,
+            "type": "category",
+        },
+        uirevision=title,
+        template="plotly_white",
+    )
+    if selected is not None and selected in data.members:
+        i = data.members.index(selected)
+        fig.add_hrect(y0=i - 0.5, y1=i + 0.5, line={"color": "#111111", "width": 1.5}, fillcolor="rgba(0,0,0,0)")
+    return fig

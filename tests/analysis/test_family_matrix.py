@@ -1,0 +1,106 @@
+"""FamilyMatrix: bucket maxima keep a spike, the ratio is against each row's own baseline, refresh reads new rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor_cb.analysis.family_matrix import FamilyMatrix, MatrixOptions, top_movers
+
+
+def _frame(steps: int, params: int, spike: tuple[int, int, float] | None = None, every: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    step = np.arange(1, steps + 1)
+    data = {"step": step, "loss": 2.0 + rng.normal(0, 0.01, steps)}
+    for p in range(params):
+        scale = 10.0 ** (p % 4 - 2)  # rows on very different scales
+        values = scale * np.exp(rng.normal(0, 0.05, steps))
+        if spike and spike[0] == p:
+            values[spike[1]] *= spike[2]
+        values[step % every != 0] = np.nan
+        data[f"local_norm/model.layers.{p}.w"] = values
+    return pd.DataFrame(data)
+
+
+def _matrix(frame: pd.DataFrame, params: int, buckets: int = 50) -> FamilyMatrix:
+    members = [f"model.layers.{p}.w" for p in range(params)]
+    return FamilyMatrix(members, [f"local_norm/{m}" for m in members], MatrixOptions(buckets=buckets))
+
+
+def test_spike_survives_bucketing_and_is_scale_free():
+    frame = _frame(10_000, 6, spike=(3, 7_000, 30.0))
+    matrix = _matrix(frame, 6)
+    matrix.update(frame)
+    data = matrix.data()
+    assert data.ratio.shape[0] == 6 and data.ratio.shape[1] <= 50
+    row = data.ratio[3]
+    k = int(np.nanargmax(row))
+    assert data.start[k] <= 7_001 <= data.end[k]
+    assert row[k] == pytest.approx(np.log10(30.0), abs=0.25)
+    others = np.delete(data.ratio, 3, axis=0)
+    assert np.nanmax(np.abs(others)) < 0.5  # healthy rows stay near 0 whatever their scale
+    (first, *_rest) = top_movers(data, limit=3)
+    assert first.member == "model.layers.3.w" and first.factor == pytest.approx(30.0, rel=0.6)
+
+
+def test_refresh_reads_only_new_rows_and_matches_one_read():
+    frame = _frame(4_000, 3, spike=(1, 3_500, 20.0), every=10)
+    whole = _matrix(frame, 3)
+    whole.update(frame)
+    parts = _matrix(frame, 3)
+    assert parts.update(frame.iloc[:1_234]) == 1_234
+    assert parts.update(frame.iloc[:1_234]) == 0
+    assert parts.update(frame) == 4_000 - 1_234
+    a, b = whole.data(), parts.data()
+    np.testing.assert_array_equal(a.start, b.start)
+    np.testing.assert_allclose(a.ratio, b.ratio, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+def test_memory_bounded_by_buckets():
+    frame = _frame(20_000, 2)
+    matrix = _matrix(frame, 2, buckets=64)
+    matrix.update(frame)
+    assert matrix.hi.shape == (2, 64) and matrix.data().start.size <= 64
+    assert matrix.data().start[0] == 1 and matrix.data().end[-1] == 20_000
+
+
+def test_logged_nan_is_marked_and_unlogged_gaps_are_not():
+    frame = _frame(1_000, 2, every=5)
+    frame.loc[600, "local_norm/model.layers.0.w"] = np.nan  # a row where nothing was logged ...
+    logged = {c: frame[c].notna().to_numpy() for c in frame.columns if c.startswith("local_norm/")}
+    logged["local_norm/model.layers.1.w"] = logged["local_norm/model.layers.1.w"].copy()
+    frame.loc[799, "local_norm/model.layers.1.w"] = np.inf
+    frame.loc[804, "local_norm/model.layers.1.w"] = np.nan
+    logged["local_norm/model.layers.1.w"][804] = True  # ... and one where NaN was
+    matrix = _matrix(frame, 2)
+    matrix.update(frame, logged)
+    data = matrix.data()
+    assert not data.nonfinite[0].any()
+    assert data.nonfinite[1].sum() >= 1
+    assert top_movers(data)[0].member == "model.layers.1.w"
+
+
+def test_rewritten_frame_is_read_again():
+    frame = _frame(500, 2)
+    matrix = _matrix(frame, 2)
+    matrix.update(frame)
+    shorter = frame.iloc[:300]
+    assert matrix.update(shorter) == 300
+    assert matrix.data().end[-1] == 300
+
+
+def test_text_and_missing_columns_are_not_fatal():
+    frame = _frame(200, 2).astype({"local_norm/model.layers.0.w": object})
+    frame.loc[10, "local_norm/model.layers.0.w"] = "oops"
+    matrix = FamilyMatrix(["model.layers.0.w", "gone"], ["local_norm/model.layers.0.w", "local_norm/gone"])
+    matrix.update(frame)
+    data = matrix.data()
+    assert np.isnan(data.ratio[1]).all() and np.isfinite(data.ratio[0]).any()
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="buckets"):
+        MatrixOptions(buckets=1)
+    with pytest.raises(ValueError, match="baseline_buckets"):
+        MatrixOptions(baseline_buckets=0)
