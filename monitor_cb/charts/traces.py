@@ -457,9 +457,16 @@ def _add_threshold(fig: Figureish, xv: np.ndarray, y: np.ndarray, plot: MetricPl
     )
 
 
-def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa: XAxis) -> None:
+# The label starts this far beside its line: the finding's own label ("nan", drawn upright on the line,
+# about 12 px wide) would cover its first letters. Each further label on the chart sits a row lower.
+NONFINITE_LABEL_GAP_PX = 9
+NONFINITE_LABEL_ROW_PX = 16
+
+
+def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa: XAxis, row: int = 0) -> None:
     """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
-    with an annotation fails on datetime axes)."""
+    with an annotation fails on datetime axes). ``row``: the label's place among the chart's
+    non-finite labels (0 = top), so that two (loss and eval_loss) do not run into each other."""
     # plotly autoranges over annotations: text running off the data would widen the x axis, so
     # the label extends towards the middle of the data (usually left: runs die near their end).
     valid = xa.values[valid_x(xa.values)]
@@ -487,6 +494,8 @@ def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa:
         yref="paper",
         yanchor="top",
         xanchor=anchor,
+        xshift=NONFINITE_LABEL_GAP_PX if anchor == "left" else -NONFINITE_LABEL_GAP_PX,
+        yshift=-NONFINITE_LABEL_ROW_PX * row,
         text=escape_html(f"first non-finite {', '.join(names)} @ {xa.title} {at}"),
         showarrow=False,
         font={"color": NONFINITE_COLOR, "size": 11},
