@@ -36,6 +36,15 @@ LIFECYCLE_SEVERITY = {
     "crashed": "error",
 }
 _USER_STOP_MARKERS = ("KeyboardInterrupt", "interrupted", "SIGINT", "SIGTERM", "user")
+# Findings that say a check could not be made ("throughput was not judged"): the pages show them as notes;
+# they are no problem of the run, so no alert (every run that logs no throughput would send one).
+NOTE_VARIANTS = frozenset({"not_judged"})
+
+
+def is_note(finding: Any) -> bool:
+    """Whether a finding is a note about the diagnosis itself rather than a problem to alert about."""
+    details = getattr(finding, "details", None) or {}
+    return details.get("variant") in NOTE_VARIANTS
 
 
 def lifecycle_message(status: str, info: Any) -> tuple[str, str]:
@@ -262,6 +271,8 @@ class Watcher:
         findings = self._diagnose(data.frame, self._pass_settings, status=info.status, now=now, **extra)
         alerts = []
         for finding in findings:
+            if is_note(finding):
+                continue
             rank = getattr(finding, "rank", None)
             finding_key = f"{finding.kind}@{finding.step}" + (f"#{rank}" if rank is not None else "")
             if state.seen_finding(finding_key):
