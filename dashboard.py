@@ -36,6 +36,7 @@ PAGES = (
     "pages.compare_page",
     "pages.replay_page",
     "pages.runs_page",
+    "pages.all_metrics_page",
     "pages.layers_page",
     "pages.settings_page",
 )
@@ -54,6 +55,7 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
+    from pages.all_metrics_page import all_metrics_page
     from pages.compare_page import compare_page
     from pages.layers_page import layers_page
     from pages.live_page import live_page
@@ -68,6 +70,7 @@ def main() -> None:
             st.Page(compare_page, title="Compare", icon=":material/stacked_line_chart:", url_path="compare"),
             st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
+            st.Page(all_metrics_page, title="All metrics", icon=":material/grid_view:", url_path="metrics"),
             st.Page(layers_page, title="Layers", icon=":material/view_list:", url_path="layers"),
             st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings"),
         ]

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from monitor_cb.analysis.roles import ROLE_LABELS, ROLES
 from monitor_cb.diagnosis.findings import KINDS
 from monitor_cb.diagnosis.settings import (
     HELP,
@@ -48,7 +49,7 @@ from monitor_cb.views.findings_view import (
     toast_text,
     worst_severity,
 )
-from monitor_cb.views.settings_form import GENERAL, kind_title, settings_from_form, settings_groups
+from monitor_cb.views.settings_form import GENERAL, kind_title, roles_to_text, settings_from_form, settings_groups
 
 SEEN_KEY = "alerts_seen"  # session state: run id -> finding keys already toasted
 CACHE_KEY = "alerts_findings"  # session state: run id -> (cache key, findings)
@@ -309,6 +310,7 @@ def diagnosis_settings_form(
                     for i, field in enumerate(group.fields):
                         with cols[i % len(cols)]:
                             _number_input(field, getattr(settings, field.name), key, editable)
+            _role_inputs(settings, key, editable)
             if not editable:
                 return settings
             save, reset = st.columns(2)
@@ -319,6 +321,27 @@ def diagnosis_settings_form(
             kind, text = result
             (st.success if kind == "success" else st.error)(text)
     return settings
+
+
+def _role_inputs(settings: DiagnosisSettings, key: str, editable: bool = True) -> None:
+    """One box per metric role: the metric names that play it in every run of the root (empty: by the names)."""
+    chosen = settings.chosen_roles()
+    with st.expander("Metric roles", expanded=bool(chosen)):
+        st.caption(
+            "Which metric is the training loss, the learning rate, ... is told from its name (each framework's "
+            "own). A name here, one a line, decides instead for every run of this log root that has it; a link's "
+            "`?role.loss=<metric>` decides for that link."
+        )
+        cols = st.columns(2)
+        for i, role in enumerate(ROLES):
+            cols[i % 2].text_area(
+                ROLE_LABELS[role].capitalize(),
+                value=roles_to_text(chosen.get(role, ())),
+                key=f"{key}_role_{role}",
+                height=68,
+                disabled=not editable,
+                placeholder="told from the names",
+            )
 
 
 def _kind_switches(settings: DiagnosisSettings, key: str, editable: bool = True) -> None:
@@ -362,15 +385,16 @@ def _help(name: str) -> str:
 
 def _widget_keys(key: str) -> list[str]:
     names = [f.name for g in settings_groups() for f in g.fields]
-    return [f"{key}_{n}" for n in names] + [f"{key}_on_{k}" for k in KINDS]
+    return [f"{key}_{n}" for n in names] + [f"{key}_on_{k}" for k in KINDS] + [f"{key}_role_{r}" for r in ROLES]
 
 
 def _on_save(root: str, key: str) -> None:
     state = st.session_state
     values = {f.name: state.get(f"{key}_{f.name}") for g in settings_groups() for f in g.fields}
     enabled = {kind: bool(state.get(f"{key}_on_{kind}", True)) for kind in KINDS}
+    roles = {role: state.get(f"{key}_role_{role}") for role in ROLES}
     try:
-        path = save_settings(root, settings_from_form(values, enabled))
+        path = save_settings(root, settings_from_form(values, enabled, roles))
     except ValueError as exc:
         state[f"{key}_result"] = ("error", f"Not saved: {escape_markdown(str(exc))}")
         return

@@ -154,6 +154,13 @@ def show_skipped(store: Any) -> None:
         st.text("\n".join(notes[:50]) + (f"\n… and {len(notes) - 50} more" if len(notes) > 50 else ""))
 
 
+def saved_roles() -> dict[str, tuple[str, ...]]:
+    """The metric roles set by hand for every run of this log root (Settings page), ``{role: names}``."""
+    from monitor_cb.diagnosis.settings import load_settings_checked
+
+    return load_settings_checked(log_root())[0].chosen_roles()
+
+
 def md(text: Any) -> str:
     """User text (run names, paths, metadata) made inert for Streamlit Markdown: no formatting, no links."""
     return escape_markdown(str(text))
@@ -296,3 +303,21 @@ def tile_width(label: str, value: str, delta: Any = None) -> int:
     """Pixels a tile needs for its value (36 px font), label and delta (14 px), with a margin."""
     small = max(len(label) + 3, len(str(delta or "")) + 4)  # + the help icon / the delta's padding
     return int(max(VALUE_PX_PER_CHAR * len(value), LABEL_PX_PER_CHAR * small)) + 8
+
+
+# ----------------------------------------------------------------------------- outliers
+Q_OUTLIERS = "outliers"
+OUTLIERS_HELP = (
+    "Off: the y axis fits the bulk of the points, and a point far outside it (a first loss of 1e12) is a "
+    "triangle at the edge, its value in the hover. On: the axis spans every point."
+)
+
+
+def outliers_toggle(where: Any, key: str) -> bool:
+    """A "Show outliers" switch (off by default, ``?outliers=1`` in the URL); True when the y axes should fit
+    the bulk of the points (:mod:`monitor_cb.charts.outliers`)."""
+    if key not in st.session_state:  # first render on this page: the URL decides
+        st.session_state[key] = st.query_params.get(Q_OUTLIERS) == "1"
+    shown = bool(where.toggle("Show outliers", key=key, help=OUTLIERS_HELP))
+    sync_query(Q_OUTLIERS, "1" if shown else None)
+    return not shown

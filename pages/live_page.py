@@ -20,11 +20,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from monitor_cb.analysis.roles import parse_choices
 from monitor_cb.analysis.smoothing import DEFAULT_SMOOTHER, SMOOTHERS
 from monitor_cb.demo.launcher import demo_running
 from monitor_cb.ingest.badnote import bad_lines_note
 from monitor_cb.ingest.dropnote import WriterDrops, drop_note
 from monitor_cb.ingest.runframe import RunFrame
+from monitor_cb.names import shown_name
 from monitor_cb.views.escape import escape_code
 from monitor_cb.views.kpis import Kpis, format_count, format_value
 from monitor_cb.views.live import (
@@ -46,6 +48,7 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
+K_NOTES = "notes_on_charts"  # info findings (plateaus) drawn as bands only when on
 X_LABELS = {"step": "step", "time": "wall time (UTC)", "elapsed_min": "relative time (min)", "samples": "samples"}
 # The charts' names on their pills (the chart's own title is on the chart)
 PANEL_SHORT = {
@@ -160,6 +163,8 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     from monitor_cb.analysis.series import available_x, metric_columns
 
     metrics = metric_columns(frame) if frame is not None else []
+    roles = roles_from_query()
+    casting = ChartSettings(roles=roles).casting(metrics)
     xs = [x for x in X_LABELS if frame is None or x in available_x(frame)] or ["step"]
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
@@ -177,10 +182,12 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="panels",
         help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
     )
-    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.7, 1.5], vertical_alignment="bottom")  # room for "Log y"
+    # room for "Log y", and for "Show outliers" above "Reset zoom" (a third toggle under Log x pushed the charts down)
+    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.2, 2.0], vertical_alignment="bottom")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
     log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
+    fit_bulk = _shared.outliers_toggle(c5, "show_outliers")
     st.session_state.setdefault("smoothing", 0.6)
     st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
     smoother = c0.selectbox(
@@ -198,10 +205,20 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="reset_zoom",
         help="Drag in a chart to zoom (kept while new points arrive); double-click a chart or press this to reset.",
     )
+    c3.toggle(
+        "Notes",
+        key=K_NOTES,
+        help="Draw info notes (a plateau) on the charts as bands; warnings and errors are always drawn. "
+        "Every note is listed under the charts either way.",
+    )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
-        custom_left = a1.multiselect("Custom chart: left axis", metrics, default=_first(metrics, "loss"), key="left")
-        custom_right = a2.multiselect("Custom chart: right axis", metrics, default=_first(metrics, "lr"), key="right")
+        custom_left = a1.multiselect(
+            "Custom chart: left axis", metrics, default=list(casting.of("loss")[:1]), key="left", format_func=shown_name
+        )
+        custom_right = a2.multiselect(
+            "Custom chart: right axis", metrics, default=list(casting.of("lr")[:1]), key="right", format_func=shown_name
+        )
         n_out = a3.selectbox(
             "Points per trace",
             N_OUT_CHOICES,
@@ -232,7 +249,22 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         n_out=int(n_out or ChartSettings.n_out),
         smoother=str(smoother or DEFAULT_SMOOTHER),
         log_x=bool(log_x) and x != "time",
+        fit_bulk=fit_bulk,
+        roles=roles,
     )
+
+
+ROLE_QUERY_PREFIX = "role."  # ?role.loss=train/total&role.lr=lr-AdamW: a role set for this page's link
+
+
+def roles_from_query() -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """Roles set by hand: the log root's (Settings), then this link's (``?role.loss=train/total``) over them."""
+    q = st.query_params
+    chosen = parse_choices((key, q.get_all(key)) for key in q if key.startswith(ROLE_QUERY_PREFIX))
+    saved = _shared.saved_roles()
+    merged = {role: (names, "set in Settings") for role, names in saved.items()}
+    merged.update({role: (names, "set in the URL") for role, names in chosen.items()})
+    return tuple((role, names, where) for role, (names, where) in sorted(merged.items()))
 
 
 # The view in the URL (with ?run=): ?x=time&logy=1&smooth=0.8&charts=loss_lr&charts=eval&from=100&to=900
@@ -308,10 +340,6 @@ def zoom_line() -> None:
     if lo is not None or hi is not None:
         shown = f"steps {'first' if lo is None else f'{lo:,}'} to {'latest' if hi is None else f'{hi:,}'}"
         st.caption(f"Zoomed to {shown}, re-read at full resolution; double-click a chart or Reset zoom to see it all.")
-
-
-def _first(options: list[str], wanted: str) -> list[str]:
-    return [wanted] if wanted in options else options[:1]
 
 
 def _reset_zoom() -> None:
@@ -396,7 +424,8 @@ def _live_body(
     # one toast at a time (a summary when several are new), never a stack over the controls
     _findings.toast_new(run.id, findings, max_toasts=1, quiet_first=True)
     others = other_rank_cells(store, run.id, data)
-    request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id))
+    notes = bool(st.session_state.get(K_NOTES))
+    request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id), notes)
     live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:
@@ -475,6 +504,8 @@ def show(data: LiveData) -> None:
     once (by its finding when the diagnosis has one, else by the banner).
     """
     show_kpis(data.kpis, data.run)
+    if data.roles:  # another framework's names, or roles set by hand: say which metric plays which role
+        st.caption(_shared.md("Roles: " + " · ".join(data.roles)), help=ROLES_HELP)
     _findings.headline(data.findings)
     note = bad_lines_note(getattr(data.run, "bad_lines", 0), getattr(data.run, "partial_lines", 0))
     if note:
@@ -485,7 +516,7 @@ def show(data: LiveData) -> None:
         prefix = "" if reason.lower().startswith(data.run.status) else f"{data.run.status}: "
         st.error(f"Run {prefix}{_shared.md(reason)}")
     if data.banner and not any(f.kind == "nan" for f in data.findings):
-        st.error(data.banner, icon=":material/error:")
+        st.error(_shared.md(data.banner), icon=":material/error:")
     if data.empty:
         st.info(
             "This run has no records yet; its curves appear here as soon as it writes some.",
@@ -512,7 +543,8 @@ def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSet
 
     titles = {p.key: p.title for p in PANELS}
     custom = (settings.custom_left, settings.custom_right)
-    charts = {k: panel_columns(k, columns, custom) for k in settings.panels}
+    casting = settings.casting(columns)
+    charts = {k: panel_columns(k, columns, custom, casting) for k in settings.panels}
     charts = {k: cols for k, cols in charts.items() if cols}
     if not charts:
         return
@@ -522,7 +554,8 @@ def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSet
         key = st.selectbox("Chart", list(charts), format_func=titles.get, key="dl_chart")
         key = key if key in charts else next(iter(charts))
         span = "the whole run" if steps == (None, None) else f"steps {steps[0] or 'first'}–{steps[1] or 'latest'}"
-        st.caption(f"{', '.join(charts[key])} · {span} · NaN for a logged NaN, empty (null) for not logged")
+        names = ", ".join(shown_name(c) for c in charts[key])
+        st.caption(f"{_shared.md(names)} · {span} · NaN for a logged NaN, empty (null) for not logged")
         run_id, ranks, wanted = run.id, run.ranks, charts[key]
 
         def rows() -> Any:
@@ -567,14 +600,28 @@ def show_kpis(k: Kpis, run: Any) -> None:
         [
             (step_label, format_count(k.step), _step_delta(k)),
             ("Epoch", format_count(k.epoch), {}),
-            ("Loss", format_value(k.loss), _red_if_nonfinite(k.loss)),
-            ("LR", format_value(k.lr, 3), {}),
-            ("Throughput", format_value(k.throughput, 4), {"help": "samples/s"}),
-            ("Grad norm", format_value(k.grad_norm), _red_if_nonfinite(k.grad_norm)),
+            ("Loss", format_value(k.loss), _played(k, "loss", _red_if_nonfinite(k.loss))),
+            ("LR", format_value(k.lr, 3), _played(k, "lr", {})),
+            ("Throughput", format_value(k.throughput, 4), _played(k, "throughput", {"help": "samples/s"})),
+            ("Grad norm", format_value(k.grad_norm), _played(k, "grad_norm", _red_if_nonfinite(k.grad_norm))),
             ("Elapsed", format_duration(k.elapsed_s), status),
             ("Since update", format_age(k.age_s), since),
         ]
     )
+
+
+ROLES_HELP = (
+    "Which metric each chart and tile shows, told from the metric names (each framework's own), or set by hand: "
+    "per link with `?role.loss=<metric>` (several: repeat it), per log root on the Settings page."
+)
+
+
+def _played(k: Kpis, role: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A tile's kwargs with a help naming the metric it shows, when that is not our own key."""
+    name = k.metric_of(role)
+    if name is None:
+        return kwargs
+    return {**kwargs, "help": f"{_shared.md(shown_name(name))}" + (f" ({kwargs['help']})" if "help" in kwargs else "")}
 
 
 def _step_delta(k: Kpis) -> dict[str, Any]:

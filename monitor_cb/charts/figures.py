@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from monitor_cb.analysis.roles import role_of
 from monitor_cb.analysis.smoothing import ema_debiased
 from monitor_cb.charts.options import (
     DEFAULT_UIREVISION,
@@ -74,8 +75,9 @@ DEFAULT_OPTIONS = ChartOptions()
 
 
 def is_schedule(metric: str) -> bool:
-    """Whether ``metric`` is a schedule the trainer sets (never smoothed)."""
-    return bool(SCHEDULE_PATTERN.match(str(metric)))
+    """Whether ``metric`` is a schedule the trainer sets (never smoothed): ours, or any name playing the
+    learning rate or the loss scale (``train/learning_rate``, ``lr-AdamW``, ``x/lr0``)."""
+    return bool(SCHEDULE_PATTERN.match(str(metric))) or role_of(str(metric)) in ("lr", "loss_scale")
 
 
 def dual_axis_figure(
@@ -134,8 +136,8 @@ def dual_axis_figure(
             bad_x = add_metric(fig, series, xa, plot, filters, options.n_out, data.cache_key)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
-    for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
-        add_first_nonfinite_line(fig, bad_x, names, xa)
+    for row, (bad_x, names) in enumerate(sorted(first_bad.items(), key=lambda item: item[0])):
+        add_first_nonfinite_line(fig, bad_x, names, xa, row)
     present_right = [m for m in right if m in df.columns]
     labels = Labels(
         y=y_title or ", ".join(m for m in left if m in df.columns),
@@ -143,27 +145,32 @@ def dual_axis_figure(
         title=title,
     )
     layout = layout_dict(xa, options, labels, log_y2=log_y2)
-    return fig.prepared(layout) if data.prepared else fig.figure(layout)
+    return fig.prepared(layout, options.fit_bulk) if data.prepared else fig.figure(layout, options.fit_bulk)
 
 
 def eval_figure(
     data: ChartData | pd.DataFrame,
     options: ChartOptions = DEFAULT_OPTIONS,
     *,
-    train: str = "loss",
+    train: str | Sequence[str] = "loss",
     evals: Sequence[str] | None = None,
+    eval_losses: Sequence[str] | None = None,
     title: str | None = None,
 ) -> go.Figure:
-    """Train loss against eval metrics: ``*loss*`` evals share the left axis, others (accuracy) go right.
+    """Train loss against eval metrics: eval losses share the left axis, others (accuracy) go right.
 
-    ``evals`` defaults to every ``eval_*`` column. Eval points are drawn with markers since they are
-    sparse; thresholds do not apply here.
+    ``train``: the training loss(es). ``evals`` defaults to every ``eval_*`` column; ``eval_losses`` (those
+    of ``evals`` on the loss axis) to the ones with ``loss`` in their name. Eval points are drawn with
+    markers since they are sparse; thresholds do not apply here.
     """
     df = ChartData.of(data).frame
     if evals is None:
         evals = [c for c in df.columns if str(c).startswith("eval_")]
-    left = [train, *(e for e in evals if "loss" in e)]
-    right = [e for e in evals if "loss" not in e]
+    if eval_losses is None:
+        eval_losses = [e for e in evals if "loss" in e]
+    trains = [train] if isinstance(train, str) else list(train)
+    left = [*trains, *(e for e in evals if e in eval_losses)]
+    right = [e for e in evals if e not in eval_losses]
     return dual_axis_figure(
         data,
         left,
@@ -194,13 +201,20 @@ def components_figure(
 
 
 def timing_figure(
-    data: ChartData | pd.DataFrame, options: ChartOptions = DEFAULT_OPTIONS, *, title: str | None = None
+    data: ChartData | pd.DataFrame,
+    options: ChartOptions = DEFAULT_OPTIONS,
+    *,
+    title: str | None = None,
+    step_time: Sequence[str] = ("step_time",),
+    throughput: Sequence[str] = ("throughput",),
 ) -> go.Figure:
-    """``step_time`` and ``data_time`` (s) left, ``throughput`` right: shows whether input is the bottleneck."""
+    """Step time and ``data_time`` (s) left, throughput right: shows whether input is the bottleneck.
+
+    ``step_time``, ``throughput``: the metrics playing those roles (ours by default)."""
     return dual_axis_figure(
         data,
-        ["step_time", "data_time"],
-        ["throughput"],
+        [*step_time, "data_time"],
+        list(throughput),
         replace(options, log_y=False, thresholds=()),
         title=title,
         y_title="seconds per step",

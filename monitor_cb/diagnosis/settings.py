@@ -146,11 +146,16 @@ class DiagnosisSettings:
     # within the ``layer_window`` points (of that family) before it.
     layer_ratio: float = 5.0
     layer_window: int = 20
+    # Metric roles set by hand for every run of the root: role -> metric names (monitor_cb.analysis.roles);
+    # saved as {"loss": ["train/total"]}. Pages and detectors use them over the roles told from the names.
+    roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "disabled":
+            if f.name == "roles":
+                object.__setattr__(self, "roles", checked_roles(value))
+            elif f.name == "disabled":
                 if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                     raise ValueError(f"disabled must be a list of detector kinds, got {value!r}")
                 object.__setattr__(self, "disabled", tuple(value))
@@ -168,10 +173,15 @@ class DiagnosisSettings:
             raise ValueError(f"straggler_cost must be a share below 1 (0.15 = 15%), got {self.straggler_cost!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-safe values (``disabled`` as a list)."""
+        """Plain JSON-safe values (``disabled`` as a list, ``roles`` as ``{role: [names]}``)."""
         out = asdict(self)
         out["disabled"] = list(self.disabled)
+        out["roles"] = {role: list(names) for role, names in self.roles}
         return out
+
+    def chosen_roles(self) -> dict[str, tuple[str, ...]]:
+        """The roles set by hand, ``{role: names}``."""
+        return dict(self.roles)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> DiagnosisSettings:
@@ -189,6 +199,33 @@ class DiagnosisSettings:
     def enabled(self, kind: str) -> bool:
         """Whether the detector of ``kind`` runs."""
         return kind not in self.disabled
+
+
+ROLE_NAME_CAP = 10_000  # characters of a metric name a role may be set to
+ROLE_NAMES_CAP = 64  # names one role may be set to
+
+
+def checked_roles(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Roles set by hand from a mapping ``{role: [names]}`` (or pairs), checked; ``ValueError`` names the problem."""
+    from monitor_cb.analysis.roles import ROLE_LABELS
+
+    pairs = value.items() if isinstance(value, dict) else value
+    try:
+        pairs = [(role, names) for role, names in pairs]
+    except (TypeError, ValueError):
+        raise ValueError(f"roles must map a role to a list of metric names, got {str(value)[:80]!r}") from None
+    out = {}
+    for role, names in pairs:
+        if role not in ROLE_LABELS:
+            raise ValueError(f"unknown role {str(role)[:40]!r} (known: {', '.join(ROLE_LABELS)})")
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, (list, tuple)) or len(names) > ROLE_NAMES_CAP:
+            raise ValueError(f"role {role!r} must be a list of at most {ROLE_NAMES_CAP} metric names")
+        if not all(isinstance(n, str) and len(n) <= ROLE_NAME_CAP for n in names):
+            raise ValueError(f"role {role!r}: each metric name must be text of at most {ROLE_NAME_CAP:,} characters")
+        out[str(role)] = tuple(dict.fromkeys(names))
+    return tuple(sorted(out.items()))
 
 
 _FIELDS = {f.name: f for f in fields(DiagnosisSettings)}

@@ -73,6 +73,7 @@ LABELS: dict[str, str] = {
     "divergence_rel": "Rank apart: distance from the others (0.05 = 5%)",
     "layer_ratio": "Which layer: times its own baseline a parameter must reach",
     "layer_window": "Which layer: points of the family looked at before a blow-up",
+    "roles": "Metric roles",
 }
 
 _SIGMA = (
@@ -203,6 +204,10 @@ HELP: dict[str, str] = {
         "local_norm/<param>...) counts as having left its baseline at this many times its own median."
     ),
     "layer_window": "How many logged points of the family before the blow-up are searched for the first to leave.",
+    "roles": (
+        "Which metrics play the training loss, eval loss, learning rate, ... in every run of the root, over the "
+        "roles told from the names ({role: [metric names]})."
+    ),
 }
 
 __all__ = ["HELP", "LABELS"]

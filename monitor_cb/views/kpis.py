@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.live_series import LiveSeries
+from monitor_cb.analysis.roles import Casting, automatic
 from monitor_cb.ingest.meta_values import finite_float
 from monitor_cb.ingest.status import is_epoch, run_span, time_bounds
 from monitor_cb.views.runlist import ACTIVE_STATUSES, RunLike, format_age
@@ -36,6 +37,12 @@ class Kpis:
     age_s: float | None = None
     stale: bool = False
     steps_per_s: float | None = None
+    # role -> the metric its tile shows, when that is not our own key (``("loss", "train/loss")``)
+    shown_metrics: tuple[tuple[str, str], ...] = ()
+
+    def metric_of(self, role: str) -> str | None:
+        """The metric a tile shows for ``role`` when it is not the format's own key, else None."""
+        return dict(self.shown_metrics).get(role)
 
 
 def steps_per_second(df: pd.DataFrame | LiveSeries, window: int = 50) -> float | None:
@@ -93,15 +100,28 @@ KPI_COLUMNS = ("epoch", "loss", "lr", "throughput", "grad_norm")
 
 
 def compute_kpis(
-    df: pd.DataFrame | LiveSeries, run: RunLike, now: float, logged: Mapping[str, np.ndarray] | None = None
+    df: pd.DataFrame | LiveSeries,
+    run: RunLike,
+    now: float,
+    logged: Mapping[str, np.ndarray] | None = None,
+    casting: Casting | None = None,
 ) -> Kpis:
     """The KPI row for a run frame (``step``, ``t``, metric columns), or its refresh's
     :class:`~monitor_cb.analysis.live_series.LiveSeries`, and its ``RunInfo``.
 
     ``logged`` holds "was logged" masks (``RunFrame.masks``) for :data:`KPI_COLUMNS` (a series has its
     own); with a mask a logged NaN shows as NaN, without one a trailing NaN is taken for "not logged here".
+    ``casting``: which metrics play the loss, lr, throughput and grad norm (default: by their names); a
+    tile shows the first metric of its role.
     """
     series = df if isinstance(df, LiveSeries) else LiveSeries(df, logged)
+    casting = casting if casting is not None else automatic(list(series.columns))
+    played = {role: casting.first(role) for role in ("loss", "lr", "throughput", "grad_norm")}
+
+    def last(role: str) -> float | None:
+        name = played[role]
+        return series.last_value(name) if name is not None and series.has(name) else None
+
     meta = run.meta or {}
     total = _as_int(meta.get("total_steps"))
     step = int(series.steps()[-1]) if len(series) else run.last_step
@@ -121,14 +141,15 @@ def compute_kpis(
         total_steps=total,
         eta_s=eta,
         epoch=int(epoch_value) if epoch_value is not None and math.isfinite(epoch_value) else None,
-        loss=series.last_value("loss"),
-        lr=series.last_value("lr"),
-        throughput=series.last_value("throughput"),
-        grad_norm=series.last_value("grad_norm"),
+        loss=last("loss"),
+        lr=last("lr"),
+        throughput=last("throughput"),
+        grad_norm=last("grad_norm"),
         elapsed_s=elapsed,
         age_s=age,
         stale=is_stale(run.status, age, typical_interval(series)),
         steps_per_s=speed,
+        shown_metrics=tuple((role, name) for role, name in played.items() if name is not None and name != role),
     )
 
 

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from monitor_cb.analysis.live_series import LiveSeries
+from monitor_cb.analysis.roles import Casting, cast
 from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.prepared import PreparedFigure
-from monitor_cb.views.panels import DEFAULT_PANELS, panels_for
+from monitor_cb.views.panels import DEFAULT_PANELS, panel_metrics, panels_for
 from monitor_cb.views.zoom import ZoomState, monotonic_x, rows_in_steps, x_range_for
 
 
@@ -35,10 +36,18 @@ class ChartSettings:
     n_out: int = 1000
     smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
     log_x: bool = False
+    fit_bulk: bool = True  # y axes fit the bulk of the points, outliers marked at the edge (charts.outliers)
+    # Roles set by hand: (role, metric names, where it was set: "set in the URL", "set in Settings").
+    roles: tuple[tuple[str, tuple[str, ...], str], ...] = ()
 
     def __post_init__(self) -> None:
         pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds
         object.__setattr__(self, "thresholds", tuple(sorted((str(k), tuple(v)) for k, v in pairs)))
+        object.__setattr__(self, "roles", tuple((str(r), tuple(n), str(w)) for r, n, w in self.roles))
+
+    def casting(self, columns: Sequence[str]) -> Casting:
+        """Which metrics of a run with ``columns`` play which role: by name, then the roles set by hand."""
+        return cast(list(columns), {r: n for r, n, _ in self.roles}, {r: w for r, _, w in self.roles})
 
     def chart_options(self, x_range: tuple[Any, Any] | None = None, uirevision: Any = "live") -> ChartOptions:
         """The chart options these settings give, with the zoom's x range and the page's ``uirevision``."""
@@ -52,6 +61,7 @@ class ChartSettings:
             uirevision=uirevision,
             smoother=self.smoother,
             log_x=self.log_x,
+            fit_bulk=self.fit_bulk,
         )
 
 
@@ -109,19 +119,26 @@ def live_figures(
         series.frame, series.masks or None, rows, None, cache_key, other_ranks, series, prepared=prepared
     )
     figures: dict[str, Any] = {}
-    for panel in panels_for(series.columns):
+    casting = settings.casting(series.columns)
+    for panel in panels_for(series.columns, casting):
         if panel.key not in settings.panels:
             continue
         if panel.key in ("loss_lr", "speed_grad"):
-            fig = charts.dual_axis_figure(data, panel.left, panel.right, options, title=panel.title)
+            left, right = panel_metrics(panel, casting)
+            fig = charts.dual_axis_figure(data, left, right, options, title=panel.title)
         elif panel.key == "custom":
             fig = charts.dual_axis_figure(data, settings.custom_left, settings.custom_right, options, title=panel.title)
         elif panel.key == "eval":
-            fig = charts.eval_figure(data, options, title=panel.title)
+            evals, eval_losses = [*casting.of("eval_loss"), *casting.of("eval_metric")], casting.of("eval_loss")
+            fig = charts.eval_figure(
+                data, options, train=casting.of("loss"), evals=evals, eval_losses=eval_losses, title=panel.title
+            )
         elif panel.key == "components":
             fig = charts.components_figure(data, options, title=panel.title)
         elif panel.key == "timing":
-            fig = charts.timing_figure(data, options, title=panel.title)
+            fig = charts.timing_figure(
+                data, options, title=panel.title, step_time=casting.of("step_time"), throughput=casting.of("throughput")
+            )
         else:
             fig = charts.memory_figure(data, options, title=panel.title)
         hide_traces(fig, zoom.hidden.get(CHART_PREFIX + panel.key, ()))

@@ -86,7 +86,7 @@ def settings_groups() -> list[SettingsGroup]:
         order.insert(order.index("straggler"), "ranks")
     by_kind: dict[str, list[NumberField]] = {k: [] for k in order}
     for f in fields(DiagnosisSettings):
-        if f.name == "disabled":
+        if f.name in ("disabled", "roles"):  # not numbers: the page has its own controls for them
             continue
         default = getattr(defaults, f.name)
         integer = f.type == "int"
@@ -118,15 +118,34 @@ def nice_step(value: float) -> float:
     return 10.0 ** (math.floor(math.log10(abs(value))) - 1)
 
 
-def settings_from_form(values: Mapping[str, Any], enabled: Mapping[str, bool]) -> DiagnosisSettings:
-    """Settings from the form's number inputs and enable switches.
+def settings_from_form(
+    values: Mapping[str, Any], enabled: Mapping[str, bool], roles: Mapping[str, str] | None = None
+) -> DiagnosisSettings:
+    """Settings from the form's number inputs, enable switches and role boxes (``roles``: role -> its text).
 
     Raises:
         ValueError: a value the settings reject; the message names the field.
     """
     data = {name: value for name, value in values.items() if value is not None}
     data["disabled"] = [kind for kind in KINDS if not enabled.get(kind, True)]
+    data["roles"] = roles_from_texts(roles or {})
     return DiagnosisSettings.from_dict(data)
+
+
+def roles_from_texts(texts: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """Roles set by hand from the form's boxes: one metric name per line, blank lines and surrounding blanks
+    dropped; an empty box leaves the role to the names."""
+    out = {}
+    for role, text in texts.items():
+        names = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+        if names:
+            out[role] = names
+    return out
+
+
+def roles_to_text(names: tuple[str, ...]) -> str:
+    """A role's box: its metric names, one a line."""
+    return "\n".join(names)
 
 
 # ----------------------------------------------------------------------------- notifications
@@ -220,6 +239,8 @@ __all__ = [
     "kind_title",
     "nice_step",
     "notify_status",
+    "roles_from_texts",
+    "roles_to_text",
     "settings_from_form",
     "settings_groups",
 ]

@@ -36,13 +36,21 @@ def test_slow_loggers_get_a_longer_threshold():
     assert stall_threshold(f["t"].to_numpy(), S) == S.stall_factor * 60.0
 
 
-def test_plateau_is_info_and_spans_the_flat_stretch():
-    loss = decaying_loss(1000)
-    loss[300:] = loss[300] * noisy(700, 1.0, 0.03, seed=5)
+def test_plateau_is_info_and_spans_the_flat_stretch_near_the_start_level():
+    loss = noisy(1000, 3.0, 0.03, seed=5)  # stuck at its start level for 500 points, then it learns
+    loss[500:] = decaying_loss(500, seed=6) * 0.3
     found = detect_plateau(frame(1000, loss=loss), S)
     assert [f.severity for f in found] == ["info"]
-    assert 250 <= found[0].step <= 330 and found[0].end_step == 1000
-    assert found[0].details["ongoing"]
+    assert found[0].step == 1 and 450 <= found[0].end_step <= 525
+    assert not found[0].details["ongoing"] and "near the level it started from" in found[0].message
+
+
+def test_a_flat_tail_after_the_descent_is_convergence_not_a_plateau():
+    loss = decaying_loss(1000)
+    loss[300:] = loss[300] * noisy(700, 1.0, 0.03, seed=5)
+    assert detect_plateau(frame(1000, loss=loss), S) == []
+    smooth = 0.75 + 1.25 * np.exp(-np.arange(6000) / 900)  # 2 -> 0.75, its last 2,000 points under 1% per 200
+    assert detect_plateau(frame(6000, loss=smooth), S) == []
 
 
 def test_falling_loss_short_runs_and_constant_loss():

@@ -88,3 +88,21 @@ def test_retired_knobs_in_an_old_file_are_ignored_quietly(tmp_path):
     path.write_text(json.dumps({"drop_min_seconds": 3.0, "straggler_ratio": 1.3, "spike_z": 9}))
     settings, problems = load_settings_checked(tmp_path)
     assert settings.spike_z == 9 and problems == []
+
+
+def test_roles_set_by_hand_round_trip_and_bad_ones_are_refused_with_a_reason(tmp_path) -> None:
+    from monitor_cb.diagnosis.settings import load_settings_checked, save_settings, settings_from_dict_lenient
+
+    chosen = DiagnosisSettings(roles={"loss": ["train/total", "Train/Total"], "lr": "lr-AdamW"})
+    assert chosen.chosen_roles() == {"loss": ("train/total", "Train/Total"), "lr": ("lr-AdamW",)}
+    save_settings(tmp_path, chosen)
+    assert load_settings_checked(tmp_path) == (chosen, [])
+    for bad, reason in (
+        ({"losss": ["x"]}, "unknown role"),
+        ({"loss": [1]}, "must be text"),
+        ({"loss": ["x" * 10_001]}, "must be text"),
+        ({"loss": {"a": 1}}, "list of at most"),
+        ("loss", "must map a role"),
+    ):
+        settings, problems = settings_from_dict_lenient({"roles": bad})
+        assert settings.roles == () and len(problems) == 1 and reason in problems[0], (bad, problems)
