@@ -41,8 +41,8 @@ def test_a_link_to_the_live_page_opens_it_without_page_not_found(url: str, path:
     with chromium_page(width=1280, height=900) as page:
         page.add_init_script(WATCH_NOT_FOUND)
         page.goto(f"{url}/{path}", wait_until="domcontentloaded")
-        poll(lambda: page.get_by_text("Since update").count() > 0, 90, what="the Live page")
-        poll(lambda: page.locator("[data-testid=stSidebarNav] a").count() >= 5, 30, what="the navigation")
+        poll(lambda: page.get_by_text("Since update").count() > 0, 180, what="the Live page")
+        poll(lambda: page.locator("[data-testid=stSidebarNav] a").count() >= 5, 60, what="the navigation")
         assert page.evaluate("window.__notFound") == 0, f"/{path}: 'Page not found' was shown"
         assert page.get_by_text("Page not found").count() == 0
         where = urlsplit(page.url)
