@@ -35,7 +35,7 @@ import numpy as np
 from monitor_cb.config_masking import mask_config
 from monitor_cb.importers.f32 import shortest_f32_array
 from monitor_cb.importers.ms_proto import Histogram, ProtoError, decode_event, decode_lineage
-from monitor_cb.importers.ms_scan import scan_scalars
+from monitor_cb.importers.ms_scan import record_order, scan_scalars
 from monitor_cb.importers.tags import tag_key
 from monitor_cb.importers.tfrecord import FOOTER, HEADER, RECORD_CAP, frame
 from monitor_cb.ingest.batch import Batch
@@ -301,7 +301,7 @@ class SummaryRun:
         fast_ids = out.ids(names)[fast.tag[keep]] if names else np.empty(0, np.int32)
         record = np.concatenate([fast_record[keep], slow.record])
         slot = np.concatenate([fast.slot[keep], slow.slot])
-        order = np.lexsort((slot, record))
+        order = record_order(record, slot)
         step = np.concatenate([fast.step[keep], slow.step])[order]
         wall = np.concatenate([fast.wall[keep], slow.wall])[order]
         name_id = np.concatenate([fast_ids, out.ids(slow.names)])[order]
