@@ -13,7 +13,8 @@ imports the pages, lists the log root and reads its newest run while the first b
 (``_warm_up``; the port answers before the pages are imported); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
 ``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.views.tokenguard`), and
-the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
+the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; ``/live?run=…``
+is redirected to the Live page at ``/`` (:mod:`monitor_cb.views.page_alias`); and the
 page registry is set up before the first browser connects, so a shared link to any page opens
 cleanly on a fresh server.
 """
@@ -165,6 +166,7 @@ else:
     from starlette.middleware import Middleware
 
     from monitor_cb.views.hostguard import HostGuard
+    from monitor_cb.views.page_alias import PageAlias
     from monitor_cb.views.preload import ModulePreload
     from monitor_cb.views.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
@@ -175,6 +177,8 @@ else:
         middleware=[
             Middleware(HostGuard, patterns=_allowed_hosts),
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+            # /live?run=… opens the Live page (served at "/") without Streamlit's "Page not found" dialog
+            Middleware(PageAlias, base_path=_base_path),
             # Streamlit's Plotly module loaded and run with the page, not after the first chart arrives
             Middleware(ModulePreload, hrefs=_preloads()),
         ],

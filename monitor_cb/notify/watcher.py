@@ -36,6 +36,15 @@ LIFECYCLE_SEVERITY = {
     "crashed": "error",
 }
 _USER_STOP_MARKERS = ("KeyboardInterrupt", "interrupted", "SIGINT", "SIGTERM", "user")
+# Findings that say a check could not be made ("throughput was not judged"): the pages show them as notes;
+# they are no problem of the run, so no alert (every run that logs no throughput would send one).
+NOTE_VARIANTS = frozenset({"not_judged"})
+
+
+def is_note(finding: Any) -> bool:
+    """Whether a finding is a note about the diagnosis itself rather than a problem to alert about."""
+    details = getattr(finding, "details", None) or {}
+    return details.get("variant") in NOTE_VARIANTS
 
 
 def lifecycle_message(status: str, info: Any) -> tuple[str, str]:
@@ -269,6 +278,8 @@ class Watcher:
         segments = _segments_at(data.frame, [getattr(f, "step", None) for f in findings])
         alerts = []
         for finding in findings:
+            if is_note(finding):
+                continue
             rank = getattr(finding, "rank", None)
             # a resumed or re-run segment's finding is its own, even at a step an older segment had one at
             seg = _segment_suffix(segments.get(finding.step))
