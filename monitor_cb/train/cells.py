@@ -13,6 +13,8 @@ into a ``Model`` for you.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import mindspore as ms
@@ -37,6 +39,49 @@ def _tensor_scale_grad(factor: ms.Tensor, grad: ms.Tensor) -> ms.Tensor:
 _hyper_map = ops.HyperMap()
 
 
+PARAM_NORM_PREFIX = "grad_norm/"  # the family our per-parameter norms are written as: grad_norm/<param name>
+
+
+def select_params(names: Sequence[str], pattern: bool | str | None) -> tuple[int, ...]:
+    """Indices of the parameters whose norms are reported: all (``True``), those whose name
+    ``re.search``-es ``pattern``, or none (``None``/``False``).
+
+    Raises:
+        ValueError: ``pattern`` is not a valid regular expression, or matches no parameter.
+    """
+    if pattern is None or pattern is False:
+        return ()
+    if pattern is True:
+        return tuple(range(len(names)))
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"param_norms={pattern!r} is not a valid regular expression: {exc}") from None
+    chosen = tuple(i for i, name in enumerate(names) if compiled.search(name))
+    if not chosen:
+        shown = ", ".join(list(names)[:5]) + (" ..." if len(names) > 5 else "")
+        raise ValueError(f"param_norms={pattern!r} matches none of the trainable parameters ({shown})")
+    return chosen
+
+
+class _ParamNorms:
+    """What a train cell needs for per-parameter norms: which gradients, their names, how often to log."""
+
+    def _init_param_norms(self, pattern: bool | str | None, interval: int) -> None:
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"param_norm_interval must be a whole number >= 1, got {interval!r}")
+        names = [w.name for w in self.weights]  # type: ignore[attr-defined]
+        chosen = select_params(names, pattern)
+        self.per_param = bool(chosen)
+        self.param_norm_names = tuple(names[i] for i in chosen)
+        self.param_norm_interval = interval
+        self.param_index = ms.Tensor(list(chosen) or [0], ms.int32)
+
+    def _param_vector(self, squares: Any, scale: Any) -> ms.Tensor:
+        """The selected gradients' L2 norms as one float32 vector, divided by ``scale``."""
+        return ops.sqrt(ops.gather(ops.stack(squares), self.param_index, 0)) / scale
+
+
 def global_grad_norm(grads: Any) -> ms.Tensor:
     """Global L2 norm ``sqrt(sum(g**2))`` over a tuple/list of gradient tensors, in float32.
 
@@ -49,7 +94,7 @@ def global_grad_norm(grads: Any) -> ms.Tensor:
     return ops.sqrt(ops.addn(squares))
 
 
-class TrainOneStepWithGradNorm(nn.TrainOneStepCell):
+class TrainOneStepWithGradNorm(nn.TrainOneStepCell, _ParamNorms):
     """``nn.TrainOneStepCell`` that also returns the global gradient norm.
 
     Args:
@@ -60,34 +105,49 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell):
             the optimizer scaled, the reported norm is divided by it.
         clip_norm: if given, clip the (unscaled) gradients to this global norm before
             the update; the returned norm is the pre-clip one.
+        param_norms: also return each parameter's gradient norm (``True``: all trainable
+            parameters; a regular expression: those whose name it matches), as one vector
+            computed in the step from the squares the global norm sums anyway.
+        param_norm_interval: ``LiveMonitor`` logs the vector every this many steps, as
+            ``grad_norm/<param name>``.
 
     Outputs:
-        ``(loss, grad_norm)``, both float scalars; ``LiveMonitor`` reads them with
-        the ``"grad_norm"`` layout.
+        ``(loss, grad_norm)``, both float scalars, then the vector when ``param_norms`` is set;
+        ``LiveMonitor`` reads them with the ``"grad_norm"`` layout.
     """
 
     output_layout = "grad_norm"
 
     def __init__(
-        self, network: nn.Cell, optimizer: nn.Optimizer, sens: float | None = None, clip_norm: float | None = None
+        self,
+        network: nn.Cell,
+        optimizer: nn.Optimizer,
+        sens: float | None = None,
+        clip_norm: float | None = None,
+        param_norms: bool | str | None = None,
+        param_norm_interval: int = 10,
     ) -> None:
         super().__init__(network, optimizer, sens=sens)
         self.clip = clip_norm is not None
         self.clip_norm = _clip_tensor(clip_norm)
+        self._init_param_norms(param_norms, param_norm_interval)
 
-    def construct(self, *inputs: Any) -> tuple[ms.Tensor, ms.Tensor]:
+    def construct(self, *inputs: Any) -> Any:
         loss = self.network(*inputs)
         sens = ops.fill(loss.dtype, loss.shape, self.sens)
         grads = self.grad(self.network, self.weights)(*inputs, sens)
         grads = self.grad_reducer(grads)
         # The grads carry the loss scale (the optimizer divides it out): report the true norm.
-        norm = global_grad_norm(grads) / self.sens
+        squares = _hyper_map(_square_sum, grads)
+        norm = ops.sqrt(ops.addn(squares)) / self.sens
         grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
         loss = ops.depend(loss, self.optimizer(grads))
+        if self.per_param:
+            return loss, norm, self._param_vector(squares, self.sens)
         return loss, norm
 
 
-class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell):
+class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell, _ParamNorms):
     """``nn.TrainOneStepWithLossScaleCell`` that also returns the global gradient norm.
 
     What ``Model`` builds for a loss scale manager with an update cell
@@ -100,21 +160,30 @@ class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell):
         optimizer: the optimizer.
         scale_sense: the loss scale update cell or a scale tensor, as in the parent.
         clip_norm: if given, clip the unscaled gradients to this global norm.
+        param_norms, param_norm_interval: as in :class:`TrainOneStepWithGradNorm`.
 
     Outputs:
-        ``(loss, overflow, loss_scale, grad_norm)``: the ``"loss_scale_grad_norm"`` layout.
+        ``(loss, overflow, loss_scale, grad_norm)``: the ``"loss_scale_grad_norm"`` layout, then the
+        per-parameter vector when ``param_norms`` is set.
     """
 
     output_layout = "loss_scale_grad_norm"
 
     def __init__(
-        self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense: Any, clip_norm: float | None = None
+        self,
+        network: nn.Cell,
+        optimizer: nn.Optimizer,
+        scale_sense: Any,
+        clip_norm: float | None = None,
+        param_norms: bool | str | None = None,
+        param_norm_interval: int = 10,
     ) -> None:
         super().__init__(network, optimizer, scale_sense)
         self.clip = clip_norm is not None
         self.clip_norm = _clip_tensor(clip_norm)
+        self._init_param_norms(param_norms, param_norm_interval)
 
-    def construct(self, *inputs: Any) -> tuple[ms.Tensor, ms.Tensor, ms.Tensor, ms.Tensor]:
+    def construct(self, *inputs: Any) -> Any:
         loss = self.network(*inputs)
         scaling_sens = self.scale_sense
         status = ms.Tensor([0] * 8, ms.int32)
@@ -124,10 +193,13 @@ class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell):
         grads = self.grad_reducer(grads)
         cond = self.get_overflow_status(status, grads)
         overflow = self.process_loss_scale(cond)
-        norm = global_grad_norm(grads)
+        squares = _hyper_map(_square_sum, grads)
+        norm = ops.sqrt(ops.addn(squares))
         grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
         if not overflow:
             loss = ops.depend(loss, self.optimizer(grads))
+        if self.per_param:
+            return loss, cond, scaling_sens, norm, self._param_vector(squares, ops.ones_like(norm))
         return loss, cond, scaling_sens, norm
 
 

@@ -183,6 +183,25 @@ def parse_outputs(layout: str, outputs: Any, names: Sequence[str] | None = None)
     return LAYOUTS[check_layout(layout)](outputs, names)
 
 
+def param_norm_metrics(outputs: Any, names: Sequence[str], prefix: str = "grad_norm/") -> Metrics:
+    """The per-parameter vector a grad-norm cell returns last, as ``{prefix + name: norm}``.
+
+    Empty when the last output is not a vector of ``len(names)`` numbers (a cell without
+    ``param_norms``, or a layout this does not know).
+    """
+    if not names or not isinstance(outputs, (tuple, list)) or not outputs:
+        return {}
+    vector = outputs[-1]
+    values = vector.asnumpy() if hasattr(vector, "asnumpy") else vector
+    try:
+        flat = [float(v) for v in getattr(values, "ravel", lambda: values)()]
+    except (TypeError, ValueError):
+        return {}
+    if len(flat) != len(names):
+        return {}
+    return {f"{prefix}{name}": value for name, value in zip(names, flat, strict=True)}
+
+
 # ---------------------------------------------------------------- eval
 def eval_metrics(results: Mapping[str, Any] | None) -> Metrics:
     """``Model.fit`` eval results as ``eval_<name>`` floats.
