@@ -198,6 +198,8 @@ class LiveMonitor(Callback):
         network = cb.get("train_network")
         self._layout = self.layout or layout_for_cell(network)
         self._param_names = tuple(getattr(network, "param_norm_names", ()) or ())  # grad_norm_model(param_norms=)
+        self._param_index = tuple(getattr(network, "param_norm_index", ()) or ())
+        self._param_scale = float(getattr(network, "param_norm_scale", 1.0) or 1.0)
         self._param_every = int(getattr(network, "param_norm_interval", 1) or 1)
         self._param_logged: int | None = None  # step // interval of the last per-parameter record
         self._optimizer = find_optimizer(cb)
@@ -296,7 +298,8 @@ class LiveMonitor(Callback):
             return  # reading the outputs would wait for the device: only on logged steps
         metrics = self._parse(cb.get("net_outputs"))
         if due and self._param_names and self._param_logged != step // self._param_every:
-            metrics.update(param_norm_metrics(cb.get("net_outputs"), self._param_names))
+            outputs = cb.get("net_outputs")
+            metrics.update(param_norm_metrics(outputs, self._param_names, self._param_index, self._param_scale))
             self._param_logged = step // self._param_every
         verdict = self.guard.check(step, metrics.get("loss"), metrics.get("grad_norm"))
         if (due or verdict.record) and self.writer is not None:

@@ -65,21 +65,23 @@ def select_params(names: Sequence[str], pattern: bool | str | None) -> tuple[int
 
 
 class _ParamNorms:
-    """What a train cell needs for per-parameter norms: which gradients, their names, how often to log."""
+    """What a train cell needs for per-parameter norms: which gradients, their names, how often to log.
 
-    def _init_param_norms(self, pattern: bool | str | None, interval: int) -> None:
+    The step returns the vector of every gradient's sum of squares, which the global norm sums
+    anyway (one ``stack`` in place of ``addn``, nothing else in the graph); the host takes the
+    chosen entries' square roots on the steps it logs (:func:`monitor_cb.train.extract.param_norm_metrics`).
+    """
+
+    def _init_param_norms(self, pattern: bool | str | None, interval: int, scale: float = 1.0) -> None:
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ValueError(f"param_norm_interval must be a whole number >= 1, got {interval!r}")
         names = [w.name for w in self.weights]  # type: ignore[attr-defined]
         chosen = select_params(names, pattern)
         self.per_param = bool(chosen)
         self.param_norm_names = tuple(names[i] for i in chosen)
+        self.param_norm_index = chosen
         self.param_norm_interval = interval
-        self.param_index = ms.Tensor(list(chosen) or [0], ms.int32)
-
-    def _param_vector(self, squares: Any, scale: Any) -> ms.Tensor:
-        """The selected gradients' L2 norms as one float32 vector, divided by ``scale``."""
-        return ops.sqrt(ops.gather(ops.stack(squares), self.param_index, 0)) / scale
+        self.param_norm_scale = float(scale)  # the gradients' loss scale, divided out on the host
 
 
 def global_grad_norm(grads: Any) -> ms.Tensor:
@@ -112,7 +114,8 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell, _ParamNorms):
             ``grad_norm/<param name>``.
 
     Outputs:
-        ``(loss, grad_norm)``, both float scalars, then the vector when ``param_norms`` is set;
+        ``(loss, grad_norm)``, both float scalars, then every gradient's sum of squares (one vector)
+        when ``param_norms`` is set;
         ``LiveMonitor`` reads them with the ``"grad_norm"`` layout.
     """
 
@@ -130,7 +133,7 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell, _ParamNorms):
         super().__init__(network, optimizer, sens=sens)
         self.clip = clip_norm is not None
         self.clip_norm = _clip_tensor(clip_norm)
-        self._init_param_norms(param_norms, param_norm_interval)
+        self._init_param_norms(param_norms, param_norm_interval, self.sens)
 
     def construct(self, *inputs: Any) -> Any:
         loss = self.network(*inputs)
@@ -139,11 +142,16 @@ class TrainOneStepWithGradNorm(nn.TrainOneStepCell, _ParamNorms):
         grads = self.grad_reducer(grads)
         # The grads carry the loss scale (the optimizer divides it out): report the true norm.
         squares = _hyper_map(_square_sum, grads)
-        norm = ops.sqrt(ops.addn(squares)) / self.sens
+        if self.per_param:
+            stacked = ops.stack(squares)  # each gradient's sum of squares: the host takes their roots
+            norm = ops.sqrt(ops.reduce_sum(stacked)) / self.sens
+        else:
+            stacked = None
+            norm = ops.sqrt(ops.addn(squares)) / self.sens
         grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
         loss = ops.depend(loss, self.optimizer(grads))
         if self.per_param:
-            return loss, norm, self._param_vector(squares, self.sens)
+            return loss, norm, stacked
         return loss, norm
 
 
@@ -194,12 +202,17 @@ class TrainOneStepWithLossScaleAndGradNorm(nn.TrainOneStepWithLossScaleCell, _Pa
         cond = self.get_overflow_status(status, grads)
         overflow = self.process_loss_scale(cond)
         squares = _hyper_map(_square_sum, grads)
-        norm = ops.sqrt(ops.addn(squares))
+        if self.per_param:
+            stacked = ops.stack(squares)
+            norm = ops.sqrt(ops.reduce_sum(stacked))
+        else:
+            stacked = None
+            norm = ops.sqrt(ops.addn(squares))
         grads = _clip(grads, norm, self.clip_norm) if self.clip else grads
         if not overflow:
             loss = ops.depend(loss, self.optimizer(grads))
         if self.per_param:
-            return loss, cond, scaling_sens, norm, self._param_vector(squares, ops.ones_like(norm))
+            return loss, cond, scaling_sens, norm, stacked
         return loss, cond, scaling_sens, norm
 
 

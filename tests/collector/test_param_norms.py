@@ -101,6 +101,7 @@ def test_pure_helpers() -> None:
     assert select_params(["a.w", "a.b", "c.w"], True) == (0, 1, 2)
     assert select_params(["a.w", "a.b", "c.w"], r"\.w$") == (0, 2)
     assert select_params(["a.w"], None) == () and select_params(["a.w"], False) == ()
-    assert param_norm_metrics((1.0, 2.0, np.array([3.0, 4.0])), ["p", "q"]) == {"grad_norm/p": 3.0, "grad_norm/q": 4.0}
-    assert param_norm_metrics((1.0, 2.0), ["p", "q"]) == {}  # not a vector of that length
-    assert param_norm_metrics((1.0, np.array([1.0])), []) == {}
+    out = param_norm_metrics((1.0, 2.0, np.array([9.0, 1.0, 16.0])), ["p", "q"], (0, 2), scale=2.0)
+    assert out == {"grad_norm/p": 1.5, "grad_norm/q": 2.0}  # roots of the chosen sums of squares, unscaled
+    assert param_norm_metrics((1.0, 2.0), ["p", "q"], (0, 1)) == {}  # a scalar last: no vector
+    assert param_norm_metrics((1.0, np.array([1.0])), [], ()) == {}
