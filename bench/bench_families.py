@@ -40,7 +40,7 @@ def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
     ).astype(np.float32)
     values[steps * 3 // 4, params // 3] *= 40.0
     names = [f"grad_norm/model.layers.{i // 8}.part{i % 8}.weight" for i in range(params)]
-    family = pd.DataFrame(values, columns=names, copy=False)
+    family = pd.DataFrame(values, columns=names)
     head = pd.DataFrame(
         {
             "step": np.arange(1, steps + 1, dtype=np.int64),
@@ -48,7 +48,7 @@ def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
             "grad_norm": 1.0 + rng.normal(0, 0.01, steps),
         }
     )
-    return pd.concat([head, family], axis=1, copy=False)
+    return pd.concat([head, family], axis=1)
 
 
 def draw(frame: pd.DataFrame, cache: MatrixCache) -> tuple[float, int, str]:
@@ -74,7 +74,7 @@ def main() -> int:
     first, size, top = draw(frame.iloc[:-10], cache)
     refresh, _, _ = draw(frame, cache)
     matrix, _ = next(iter(cache._items.values()))
-    matrix_mb = sum(a.nbytes for a in (matrix.hi, matrix.lo, matrix.logsum, matrix.count, matrix.bad)) / 2**20
+    matrix_mb = sum(a.nbytes for a in (matrix.hi, matrix.lo, matrix.total, matrix.count, matrix.bad)) / 2**20
     family_mb = frame[columns].memory_usage(index=False).sum() / 2**20
     print(f"family: {args.params} parameters x {args.steps:,} steps ({family_mb:,.0f} MB of float32 in the frame)")
     print(f"baseline, the family's values read once:      {touch:7.3f} s")
@@ -85,7 +85,7 @@ def main() -> int:
     print(
         f"bucket matrix: {matrix_mb:.1f} MB ({matrix.n} buckets of {matrix.width} steps); figures {size / 2**20:.1f} MB"
     )
-    print(f"top mover: {top}")
+    print(f"top mover: {top} (the spiked one: model.layers.{args.params // 3 // 8}.part{args.params // 3 % 8}.weight)")
     return 0
 
 
