@@ -65,14 +65,13 @@ from monitor_cb.record import STEP_LIMIT
 SOURCE_FORMAT = "mindformers_log"
 SLICE_LINES = 100_000
 STEP_MARK = "Epoch:["  # MFLossMonitor's (1.x) step line
-STEP_WORD = "step:["  # every step line, TrainingStateMonitor's included
 STEP_LOSS = "], loss"  # what follows the step in a step line of either generation (not a per-parameter line)
 PROGRESS_MARK = "samples/s/p"
 FINISHED_MARK = "Training Over"
 
 _CORE = r"Epoch:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\],\s*step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
 _CORE2 = r"\{ step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
-_MARKS = r"step:\[|Epoch:\["  # STEP_WORD or STEP_MARK
+_MARKS = r"step:\[|Epoch:\["  # every step line's (TrainingStateMonitor's included) or STEP_MARK
 _STEP_MARKS = r"Epoch:\[|\{ step:\["  # STEP_MARK or STEP2_MARK
 _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf|-inf))"
 # name -> (regex with one group over a step line, scale)
@@ -353,22 +352,22 @@ def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], t
     (null epoch: a 2.x line, whose step is global)."""
     import polars as pl
 
-    second = line.str.contains(STEP2_MARK, literal=True)
-    if bool(second.all()):  # 2.x lines: split at their commas, each part by its label
+    is_2x = line.str.contains(STEP2_MARK, literal=True)
+    if bool(is_2x.all()):  # 2.x lines: split at their commas, each part by its label
         split = split_2x(line)
         if split is not None:
             return split
-    elif not bool(second.any()):
+    elif not bool(is_2x.any()):
         usual = _usual_form(line)
         if usual is not None:  # the usual case: every line split at its commas, each part in its place
             return _usual_fields(usual)
     fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     groups = line.str.extract_groups(_CORE)
     core = [groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5)]
-    if bool(second.any()):
-        second = line.str.extract_groups(_CORE2)
-        v2 = core[2].is_null() & second.struct.field("1").is_not_null()
-        step, total = (second.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
+    if bool(is_2x.any()):
+        groups2 = line.str.extract_groups(_CORE2)
+        v2 = core[2].is_null() & groups2.struct.field("1").is_not_null()
+        step, total = (groups2.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
         core = [
             core[0],
             core[1].zip_with(~v2, pl.repeat(1, len(line), dtype=pl.Int64, eager=True)),
