@@ -72,7 +72,7 @@ def test_collector_loss_and_histograms_are_mindsporess_own_reading(real: tuple[P
                 losses[event["step"]] = value["scalar"]
                 first_wall.setdefault(event["step"], event["wall_time"])
     assert sorted(losses) == [1, 2, 4, 6, 8, 10]  # collect_freq=2, and the last step again at the end
-    got = rows(batch, "loss")  # loss/auto is our loss
+    got = rows(batch, "loss/auto")  # the tag as written
     assert sorted(got) == sorted(losses)
     for step, value in losses.items():
         assert f32(got[step]) == f32(value), step
