@@ -211,7 +211,7 @@ def test_negative_steps_and_undecodable_payloads_are_bad_records(tmp_path: Path)
     assert run.bad_counts() == {0: 2}
 
 
-def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> None:
+def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     graph = b"\x09" + struct.pack("<d", 1.7e9) + b"\x22\x03abc"  # Event.graph_def
     image = b"\x0a\x03img\x22\x02\x08\x01"  # Value{tag, image}
     image_event = b"\x09" + struct.pack("<d", 1.7e9) + b"\x10\x01\x2a" + bytes([len(image) + 2, 0x0A, len(image)])
@@ -221,6 +221,10 @@ def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> No
     run = SummaryRun(tmp_path)
     assert sorted(rows(run.poll_batches()[0], "loss")) == [1, 2]
     assert run.meta()["not_read"] == {"graph": 1, "image": 1} and run.bad_counts() == {0: 0}
+    from monitor_cb.cli import main
+
+    assert main(["summary", str(tmp_path), "--logdir", str(tmp_path)]) == 0
+    assert "not read   1 graph, 1 image (only scalars and histograms" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
