@@ -127,7 +127,7 @@ def test_a_read_only_viewer_clicking_every_sidebar_button_writes_and_starts_noth
     clicked: dict[str, list[str]] = {}
     with chromium_page(width=1280, height=900) as page:
         for path, ready in PAGES.items():
-            page.goto(f"{url}/{path}", wait_until="domcontentloaded")
+            page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=120_000)
             poll(lambda ready=ready: page.locator(ready).count() > 0, 90, what=f"/{path}")
             assert page.get_by_text("Generate sample runs").count() == 0, path
             assert page.get_by_text("Start the demo training").count() == 0, path
