@@ -24,6 +24,7 @@ from monitor_cb.charts.axes import pin_constant_axes, pin_constant_axes_spec
 from monitor_cb.charts.options import Masks, Rows, Threshold
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
+from monitor_cb.charts.single_x import pin_single_x_spec
 from monitor_cb.charts.style import NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR, compact_array, escape_html
 
 # The smoothed line is a trend, and a schedule (lr) is smooth by construction: they are drawn with
@@ -61,6 +62,7 @@ class FigureSpec:
             layout["shapes"] = self.shapes
         if self.annotations:
             layout["annotations"] = self.annotations
+        pin_single_x_spec(self.data, layout)
         fig = go.Figure(data=self.data, layout=layout, _validate=False)
         # later changes by a caller are checked (and normalised) as usual
         for obj in (fig, fig.layout, *fig.data):
@@ -76,6 +78,7 @@ class FigureSpec:
         if self.annotations:
             layout["annotations"] = self.annotations
         pin_constant_axes_spec(self.data, layout)
+        pin_single_x_spec(self.data, layout)
         return PreparedFigure.of({"data": typed_arrays(self.data), "layout": typed_arrays(layout)})
 
 
