@@ -182,10 +182,12 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="panels",
         help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
     )
-    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.7, 1.5], vertical_alignment="bottom")  # room for "Log y"
+    # room for "Log y", and for "Show outliers" above "Reset zoom" (a third toggle under Log x pushed the charts down)
+    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.2, 2.0], vertical_alignment="bottom")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
     log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
+    fit_bulk = _shared.outliers_toggle(c5, "show_outliers")
     st.session_state.setdefault("smoothing", 0.6)
     st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
     smoother = c0.selectbox(
@@ -247,6 +249,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         n_out=int(n_out or ChartSettings.n_out),
         smoother=str(smoother or DEFAULT_SMOOTHER),
         log_x=bool(log_x) and x != "time",
+        fit_bulk=fit_bulk,
         roles=roles,
     )
 

@@ -145,7 +145,7 @@ def dual_axis_figure(
         title=title,
     )
     layout = layout_dict(xa, options, labels, log_y2=log_y2)
-    return fig.prepared(layout) if data.prepared else fig.figure(layout)
+    return fig.prepared(layout, options.fit_bulk) if data.prepared else fig.figure(layout, options.fit_bulk)
 
 
 def eval_figure(

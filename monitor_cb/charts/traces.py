@@ -22,6 +22,7 @@ from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased, smooth
 from monitor_cb.charts.axes import pin_constant_axes, pin_constant_axes_spec
 from monitor_cb.charts.options import Masks, Rows, Threshold
+from monitor_cb.charts.outliers import fit_bulk_spec
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
 from monitor_cb.charts.single_x import pin_single_x_spec
@@ -55,31 +56,36 @@ class FigureSpec:
     def add_annotation(self, **annotation: Any) -> None:
         self.annotations.append(annotation)
 
-    def figure(self, layout: dict[str, Any]) -> go.Figure:
-        """The ``go.Figure`` (built unvalidated: every value here comes from the builders' code)."""
-        layout = dict(layout)
-        if self.shapes:
-            layout["shapes"] = self.shapes
-        if self.annotations:
-            layout["annotations"] = self.annotations
-        pin_single_x_spec(self.data, layout)
+    def figure(self, layout: dict[str, Any], fit_bulk: bool = False) -> go.Figure:
+        """The ``go.Figure`` (built unvalidated: every value here comes from the builders' code).
+
+        ``fit_bulk``: y axes fit the bulk of the points, outliers marked at the edge
+        (:mod:`~monitor_cb.charts.outliers`).
+        """
+        layout = self._layout(layout, fit_bulk)
         fig = go.Figure(data=self.data, layout=layout, _validate=False)
         # later changes by a caller are checked (and normalised) as usual
         for obj in (fig, fig.layout, *fig.data):
             obj._validate = True
         return pin_constant_axes(fig)
 
-    def prepared(self, layout: dict[str, Any]) -> PreparedFigure:
+    def prepared(self, layout: dict[str, Any], fit_bulk: bool = False) -> PreparedFigure:
         """The finished figure as its dict, with no plotly objects built: what :meth:`figure` followed by
         ``to_dict()`` gives, at a fraction of the cost (a live refresh builds every chart anew)."""
+        layout = self._layout(layout, fit_bulk)
+        pin_constant_axes_spec(self.data, layout)
+        return PreparedFigure.of({"data": typed_arrays(self.data), "layout": typed_arrays(layout)})
+
+    def _layout(self, layout: dict[str, Any], fit_bulk: bool) -> dict[str, Any]:
         layout = dict(layout)
         if self.shapes:
             layout["shapes"] = self.shapes
         if self.annotations:
             layout["annotations"] = self.annotations
-        pin_constant_axes_spec(self.data, layout)
+        if fit_bulk:
+            fit_bulk_spec(self.data, layout)
         pin_single_x_spec(self.data, layout)
-        return PreparedFigure.of({"data": typed_arrays(self.data), "layout": typed_arrays(layout)})
+        return layout
 
 
 def typed_arrays(value: Any) -> Any:

@@ -145,11 +145,10 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
     rows = np.flatnonzero(np.isfinite(t))
     if rows.size < settings.min_baseline:
         return []
-    times = t[rows]
-    if np.any(np.diff(times) < 0):
-        order = np.argsort(times, kind="stable")
-        rows, times = rows[order], times[order]
-    gaps = np.diff(times)
+    rows = _in_step_order(frame, rows, t[rows])
+    # Steps, not the clock, say which record came before: a clock set back an hour is no hour of silence
+    # between the last step before it and step 1 (a negative interval is no gap at all).
+    gaps = np.maximum(np.diff(t[rows]), 0.0)
     if not np.any(gaps >= settings.stall_gap_seconds):
         return []  # nothing long enough in absolute terms: the common case, decided in one pass
     usual, _ = trailing_baseline(gaps, 201, 5, with_sigma=False)
@@ -183,6 +182,14 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
     return findings
 
 
+def _in_step_order(frame: pd.DataFrame, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``rows`` ordered by step, then by time within a step (several ranks' rows of one step)."""
+    steps = frame_steps(frame)[rows]
+    if np.all(np.diff(steps) >= 0) and not np.any((np.diff(steps) == 0) & (np.diff(times) < 0)):
+        return rows  # already in order: the usual case
+    return rows[np.lexsort((times, steps))]
+
+
 def _silent_now(
     frame: pd.DataFrame, settings: DiagnosisSettings, *, status: str | None, now: float | None, last_write: float | None
 ) -> list[Finding]:
@@ -190,13 +197,14 @@ def _silent_now(
     if t is None or not np.isfinite(t).any():
         return []
     now = time.time() if now is None else now
-    last = float(np.nanmax(t)) if last_write is None else float(last_write)
+    rows = np.flatnonzero(np.isfinite(t))
+    latest = int(_in_step_order(frame, rows, t[rows])[-1])  # the last record is the highest step's, whatever its time
+    last = float(t[latest]) if last_write is None else float(last_write)
     silence = now - last
     threshold = stall_threshold(t, settings)
     if silence < threshold and status != "stalled":
         return []
-    steps = frame_steps(frame)
-    step = int(steps[int(np.nanargmax(t))])
+    step = int(frame_steps(frame)[latest])
     usual = float(np.median(np.diff(t[np.isfinite(t)])[-200:])) if np.isfinite(t).sum() > 1 else float("nan")
     severity = "error" if silence >= settings.stall_error_factor * threshold else "warning"
     when = datetime.fromtimestamp(last, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

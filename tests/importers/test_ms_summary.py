@@ -244,6 +244,14 @@ def test_a_fifo_and_a_link_out_of_the_root_are_refused_and_the_rest_is_read(tmp_
     assert run.ranks == [0] and is_ms_summary_dir(run_dir)
 
 
+def test_a_link_to_a_summary_file_inside_the_root_is_not_read_twice(tmp_path: Path) -> None:
+    _scalar_file(tmp_path / NAME.format(rank=0), range(1, 4))
+    os.symlink(tmp_path / NAME.format(rank=0), tmp_path / "events.out.events.summary.1700000001.0.host_MS")
+    run = SummaryRun(tmp_path)
+    (batch,) = run.poll_batches().values()
+    assert batch.step.tolist() == [1, 2, 3] and batch.seg.tolist() == [1, 1, 1] and len(run.files) == 1
+
+
 def test_ranks_come_from_the_file_names_and_later_files_are_segments(tmp_path: Path) -> None:
     _scalar_file(tmp_path / NAME.format(rank=0), range(1, 4))
     _scalar_file(tmp_path / NAME.format(rank=3), range(1, 3))
