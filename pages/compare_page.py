@@ -180,6 +180,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     smoothing = s2.slider("Weight", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
     log_x = c5.toggle("Log x", key=K_LOG_X, disabled=alignment not in ("step", "samples"))  # steps or samples
+    fit_bulk = _shared.outliers_toggle(c5, "cmp_outliers")
     shared_y = c6.toggle(
         "Shared y",
         key=K_SHARED_Y,
@@ -261,6 +262,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
         shared_x=shared_x,
         smoother=str(smoother or DEFAULT_SMOOTHER),
         log_x=bool(log_x),
+        fit_bulk=fit_bulk,
     )
     return settings, mode == "side", eval_metric
 

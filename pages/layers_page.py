@@ -19,7 +19,9 @@ from monitor_cb.views.layers import (
     QUERY_FAMILY,
     QUERY_PARAM,
     MatrixCache,
+    distribution_view,
     family_choices,
+    histogram_tags,
     layers_view,
     origin_findings,
     pick_family,
@@ -28,7 +30,8 @@ from monitor_cb.views.layers import (
 from monitor_cb.views.live import drawn_rank
 from pages import _findings, _shared
 
-K_FAMILY, K_PARAM = "ly_family", "ly_param"
+K_FAMILY, K_PARAM, K_HIST, K_HIST_STEP = "ly_family", "ly_param", "ly_hist", "ly_hist_step"
+QUERY_HIST = "hist"
 
 
 @st.cache_resource(show_spinner=False)
@@ -54,13 +57,54 @@ def _body(store: Any, run: Any, root: str) -> None:
     rank = drawn_rank(store.ranks_of(run.id))
     data = store.read(run.id, rank=rank)
     families = run_families(list(data.frame.columns))
-    if not families:
+    histograms = _histograms(store, run.id, rank)
+    if not families and not histograms:
         st.info(
             "This run logs no per-parameter family (series such as grad_norm/<param>, local_norm/<param> or "
-            "adam_m_norm/<param>). Log them with grad_norm_model(..., param_norms=True) or MindFormers' "
-            "TrainingStateMonitor (monitor_config in the YAML)."
+            "adam_m_norm/<param>) and no histograms. Log them with grad_norm_model(..., param_norms=True), "
+            "MindFormers' TrainingStateMonitor (monitor_config in the YAML), TensorBoard's add_histogram or "
+            "MindSpore's SummaryCollector."
         )
         return
+    if families:
+        _family_section(run, data, families, rank, root, store)
+    if histograms:
+        _distributions(histograms)
+
+
+def _histograms(store: Any, run_id: str, rank: int | None) -> dict[str, Any]:
+    try:
+        return dict(store.histograms(run_id, rank))
+    except (OSError, ImportError) as exc:  # the tensorboard package missing, a root gone: the rest still shows
+        st.caption(f"Histograms not read: {_shared.md(exc)}")
+        return {}
+
+
+def _distributions(histograms: dict[str, Any]) -> None:
+    st.subheader("Distributions")
+    tags = histogram_tags(histograms)
+    wanted = st.query_params.get(QUERY_HIST)
+    if st.session_state.get(K_HIST) not in tags:
+        st.session_state[K_HIST] = wanted if wanted in tags else tags[0]
+    tag = st.selectbox(f"Histogram ({len(tags)})", tags, key=K_HIST)
+    _shared.sync_query(QUERY_HIST, tag)
+    view = distribution_view(histograms, tag, st.session_state.get(K_HIST_STEP))
+    if view is None:
+        st.caption("No histogram recorded for this tag yet.")
+        return
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(view.bands, width="stretch", config=_shared.PLOTLY_CONFIG, key="ly_bands")
+    with right:
+        if len(view.steps) > 1:
+            if st.session_state.get(K_HIST_STEP) not in view.steps:
+                st.session_state[K_HIST_STEP] = view.step
+            step = st.select_slider("Histogram at step", view.steps, key=K_HIST_STEP)
+            view = distribution_view(histograms, tag, step) or view
+        st.plotly_chart(view.histogram, width="stretch", config=_shared.PLOTLY_CONFIG, key="ly_histogram")
+
+
+def _family_section(run: Any, data: Any, families: list[Any], rank: int | None, root: str, store: Any) -> None:
     findings = _findings.run_findings(run, data, root, store=store, shared=_shared.live_shared(root))
     family = _family_picker(families, findings)
     member = st.query_params.get(QUERY_PARAM)
@@ -86,7 +130,8 @@ def _body(store: Any, run: Any, root: str) -> None:
             st.dataframe(table, hide_index=True, width="stretch", height=min(36 * len(rows) + 40, 560))
         else:
             st.caption("Nothing has moved from its baseline yet.")
-    st.selectbox("Parameter", list(family.members), index=family.members.index(view.member), key=K_PARAM)
+    st.session_state[K_PARAM] = view.member
+    st.selectbox("Parameter", list(family.members), key=K_PARAM)
     if view.curve is not None:
         st.plotly_chart(view.curve, width="stretch", config=_shared.PLOTLY_CONFIG, key="ly_curve")
 

@@ -60,7 +60,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "run",
         metavar="RUN",
         help="run id under the log root (e.g. bert/exp001), a run directory or one of its files (metrics.jsonl, "
-        "info.log, worker_0.log, an event file), or a run's URL (s3://bucket/prefix/exp001)",
+        "info.log, worker_0.log, an event or MindSpore summary file), or a run's URL (s3://bucket/prefix/exp001)",
     )
     add_logdir_argument(parser)
     add_endpoint_argument(parser)
@@ -103,7 +103,8 @@ def open_run(args: argparse.Namespace) -> tuple[RunStore, str]:
             return store, "."
     raise UsageError(
         f"no run {redact_credentials(args.run)!r}: not a run id under {root}, and not a run's folder or file "
-        "(metrics *.jsonl, TensorBoard event files, or MindFormers' info.log or msrun's worker_N.log)"
+        "(metrics *.jsonl, TensorBoard event files, MindFormers' info.log or msrun's worker_N.log, "
+        "or MindSpore summary files)"
     )
 
 

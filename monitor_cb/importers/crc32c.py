@@ -1,13 +1,18 @@
 """CRC-32C (Castagnoli) as TFRecord framing uses it, masked, for one buffer or many records at once.
 
 No ``crc32c`` package is a dependency, and a byte loop in Python costs about 0.1 µs a byte: fine for
-one record, not for a million. :func:`crc32c_rows` therefore runs the table algorithm over many
-records of one length at once, one numpy gather per byte column.
+one record, not for a million. :func:`crc32c_rows` therefore computes many records of one length at
+once from the CRC's linearity: for messages of length L, ``crc(m) = crc(0^L) ^ XOR_j T_j[m[j]]``, where
+``T_j[b]`` is what byte ``b`` at position ``j`` contributes (the table entry of ``b`` carried through the
+``L - 1 - j`` zero bytes after it). The messages are gathered as whole rows, then each byte column
+is one table lookup XORed in (no shift, mask or dependency from one byte to the next): about four
+times the byte loop's speed.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 _POLY = 0x82F63B78  # CRC-32C, reflected
 _MASK_DELTA = 0xA282EAD8  # TFRecord's mask (LevelDB's): rotate right by 15, add this
@@ -42,13 +47,42 @@ def masked(crc: int | np.ndarray) -> int | np.ndarray:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+_ROWS_AT_ONCE = 1 << 16  # records gathered at once (bounds the n x L temporaries)
+_contributions: dict[int, tuple[np.ndarray, np.uint32]] = {}
+
+
+def _position_tables(length: int) -> tuple[np.ndarray, np.uint32]:
+    """(T: length x 256 contributions, the CRC of ``length`` zero bytes) for messages of that length."""
+    found = _contributions.get(length)
+    if found is None:
+        tables = np.empty((length, 256), np.uint32)
+        carried = TABLE.copy()
+        for j in range(length - 1, -1, -1):
+            tables[j] = carried
+            carried = TABLE[carried & np.uint32(0xFF)] ^ (carried >> np.uint32(8))
+        if len(_contributions) > 64:
+            _contributions.clear()
+        found = _contributions[length] = (tables, np.uint32(crc32c(bytes(length))))
+    return found
+
+
 def crc32c_rows(buf: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """uint32 CRC-32C of ``buf[s : s + length]`` for every ``s`` in ``starts`` (all the same length)."""
-    crc = np.full(len(starts), 0xFFFFFFFF, np.uint32)
-    shift = np.uint32(8)
-    for j in range(length):
-        crc = TABLE[(crc ^ buf[starts + j]) & np.uint32(0xFF)] ^ (crc >> shift)
-    return crc ^ np.uint32(0xFFFFFFFF)
+    out = np.empty(len(starts), np.uint32)
+    if length == 0:
+        out[:] = crc32c(b"")
+        return out
+    tables, zeros = _position_tables(length)
+    buf = np.ascontiguousarray(buf, np.uint8)
+    # row i of ``windows`` is buf[i : i + length] (a view): the messages are gathered as whole rows
+    windows = as_strided(buf, shape=(len(buf) - length + 1, length), strides=(1, 1), writeable=False)
+    for lo in range(0, len(starts), _ROWS_AT_ONCE):
+        columns = windows[starts[lo : lo + _ROWS_AT_ONCE]].T.copy()  # byte j of every message: one row
+        acc = np.full(columns.shape[1], zeros, np.uint32)
+        for j in range(length):
+            acc ^= tables[j][columns[j]]
+        out[lo : lo + len(acc)] = acc
+    return out
 
 
 def crc32c_many(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, few: int = 4) -> np.ndarray:

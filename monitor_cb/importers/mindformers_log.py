@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor_cb.importers.mindformers_2x import NOT_COMPUTED, STEP2_MARK, split_2x
 from monitor_cb.importers.mindformers_layout import (  # noqa: F401  (where the logs are: re-exported)
     LOG_NAME,
     MAX_ROTATED,
@@ -64,11 +65,10 @@ from monitor_cb.record import STEP_LIMIT
 SOURCE_FORMAT = "mindformers_log"
 SLICE_LINES = 100_000
 STEP_MARK = "Epoch:["  # MFLossMonitor's (1.x) step line
-STEP2_MARK = "{ step:["  # the 2.x step line
 STEP_WORD = "step:["  # every step line, TrainingStateMonitor's included
+STEP_LOSS = "], loss"  # what follows the step in a step line of either generation (not a per-parameter line)
 PROGRESS_MARK = "samples/s/p"
 FINISHED_MARK = "Training Over"
-NOT_COMPUTED = "NaN"  # 2.x's "grad_norm: NaN": no norm computed (a NaN value prints as "nan")
 
 _CORE = r"Epoch:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\],\s*step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
 _CORE2 = r"\{ step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
@@ -181,12 +181,22 @@ def _parse_slice(lines: Any, state: LogState, rank: int) -> ParsedLog:
 
 
 def _kinds(line: Any) -> np.ndarray:
-    """Each marked line's kind: a step line (1.x or 2.x), a per-parameter line, a progress line, other."""
+    """Each marked line's kind: a step line (1.x or 2.x), a per-parameter line, a progress line, other.
+
+    A step line of either generation has ``"], loss"`` right after its step; only the lines without
+    it go through the per-parameter pattern (a regex over every line would cost more than the rest).
+    """
+    import polars as pl
+
     from monitor_cb.importers.mindformers_state import STATE_LINE
 
-    is_state = line.str.contains(STATE_LINE).to_numpy()
+    has_loss = line.str.contains(STEP_LOSS, literal=True).to_numpy()
     is_step = (line.str.contains(STEP_MARK, literal=True) | line.str.contains(STEP2_MARK, literal=True)).to_numpy()
     is_progress = line.str.contains(PROGRESS_MARK, literal=True).to_numpy()
+    is_state = np.zeros(len(line), bool)
+    others = np.flatnonzero(~has_loss & ~is_progress)
+    if len(others):
+        is_state[others] = line.gather(pl.Series(others)).str.contains(STATE_LINE).to_numpy()
     kind = np.full(len(line), _OTHER, np.int8)
     kind[is_progress] = _PROGRESS
     kind[is_step & ~is_state] = _STEP
@@ -286,12 +296,14 @@ def _assemble(
     order = np.argsort(kept_rows, kind="stable")
     kept_rows, kept_steps, kept_kind = kept_rows[order], kept_steps[order], kept_kind[order]
     n = len(kept_rows)
-    by_row = frame.with_columns(kind=kind).filter(frame["row"].is_in(kept_rows))
+    keep = np.zeros(len(rows), bool)
+    keep[np.searchsorted(rows, kept_rows)] = True  # (rows and kept_rows sorted: the kept lines in order)
+    kept_lines = frame["line"].filter(pl_series(keep))
     batch = Batch(
         step=kept_steps.astype(np.int64),
         seg=np.full(n, MISSING_INT, np.int64),
         rank=np.full(n, rank, np.int64),
-        t=_times(by_row["line"]),
+        t=_times(kept_lines),
     )
     at_step = np.flatnonzero(kept_kind == _STEP)
     for name, (values, logged) in fields.items():
@@ -301,7 +313,7 @@ def _assemble(
         if name not in batch.floats:  # (a tag never takes the name of one of MFLossMonitor's fields)
             _put(batch, name, _spread(values, n, at_state), _spread(logged, n, at_state))
     at_progress = np.flatnonzero(kept_kind == _PROGRESS)
-    throughput = _throughputs(by_row["line"].filter(pl_series(kept_kind == _PROGRESS)))
+    throughput = _throughputs(kept_lines.filter(pl_series(kept_kind == _PROGRESS)))
     _put(batch, "throughput", _spread(throughput, n, at_progress), _spread(~np.isnan(throughput), n, at_progress))
     return ParsedLog(batch, bad)
 
@@ -337,26 +349,32 @@ def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], t
     (null epoch: a 2.x line, whose step is global)."""
     import polars as pl
 
-    usual = _usual_form(line)
-    if usual is not None:  # the usual case: every line split at its commas, each part in its place
-        return _usual_fields(usual)
+    second = line.str.contains(STEP2_MARK, literal=True)
+    if bool(second.all()):  # 2.x lines: split at their commas, each part by its label
+        split = split_2x(line)
+        if split is not None:
+            return split
+    elif not bool(second.any()):
+        usual = _usual_form(line)
+        if usual is not None:  # the usual case: every line split at its commas, each part in its place
+            return _usual_fields(usual)
     fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     groups = line.str.extract_groups(_CORE)
     core = [groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5)]
-    if bool(line.str.contains(STEP2_MARK, literal=True).any()):
+    if bool(second.any()):
         second = line.str.extract_groups(_CORE2)
         v2 = core[2].is_null() & second.struct.field("1").is_not_null()
         step, total = (second.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
         core = [
             core[0],
-            core[1].zip_with(~v2, pl.Series([1] * len(line), dtype=pl.Int64)),
+            core[1].zip_with(~v2, pl.repeat(1, len(line), dtype=pl.Int64, eager=True)),
             core[2].zip_with(~v2, step),
             core[3].zip_with(~v2, total),
         ]
     for name, (pattern, scale) in FIELDS.items():
         text = line.str.extract(pattern, 1)
         if name == "grad_norm":
-            text = text.zip_with(text != NOT_COMPUTED, pl.Series([None] * len(line), dtype=pl.String))
+            text = text.zip_with(text != NOT_COMPUTED, pl.repeat(None, len(line), dtype=pl.String, eager=True))
         values, logged = _numbers(text)
         fields[name] = (values * scale, logged)
     if not fields["step_time"][1].any():
@@ -498,8 +516,11 @@ def _times(line: Any) -> np.ndarray:
     """Unix seconds of each line's timestamp, read as local time; NaN without one."""
     import polars as pl
 
-    # the file handler's "[INFO] 2026-12-05 09:22:03,997 ..." by position; anything else by regex
+    # the file handler's "[INFO] 2026-12-05 09:22:03,997 ..." and stdout's (msrun's worker logs)
+    # "2026-12-05 09:22:03,997 - ..." by position; anything else by regex
     stamp = line.str.slice(7, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
+    if stamp.null_count():
+        stamp = stamp.fill_null(line.str.slice(0, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))
     if stamp.null_count():
         groups = line.str.slice(0, _STAMP_HEAD).str.extract_groups(_STAMP)
         text = groups.struct.field("1") + "," + groups.struct.field("2")

@@ -15,8 +15,8 @@ file names::
 Each file remembers the byte its last read stopped at; a record cut off at the end waits for its
 end (as MindInsight did). Framing and both checksums: :mod:`monitor_cb.importers.tfrecord`; the
 protos, decoded by hand without MindSpore: :mod:`monitor_cb.importers.ms_proto`. Scalars are float32
-read as their shortest decimal; ``loss/auto`` (SummaryCollector's loss) is our ``loss``, other tags
-are named as TensorBoard tags are (:func:`monitor_cb.importers.tags.metric_name`). Histograms are kept
+read as their shortest decimal, under their tag as written (:func:`monitor_cb.importers.tags.tag_key`;
+SummaryCollector's ``loss/auto`` plays the loss role). Histograms are kept
 per tag (:class:`HistogramSeries`, at most :data:`MAX_HISTOGRAMS` per tag, thinned evenly); images,
 tensors and graphs are not read (counted in the metadata).
 """
@@ -35,7 +35,8 @@ import numpy as np
 from monitor_cb.config_masking import mask_config
 from monitor_cb.importers.f32 import shortest_f32_array
 from monitor_cb.importers.ms_proto import Histogram, ProtoError, decode_event, decode_lineage
-from monitor_cb.importers.tags import metric_name
+from monitor_cb.importers.ms_scan import record_order, scan_scalars
+from monitor_cb.importers.tags import tag_key
 from monitor_cb.importers.tfrecord import FOOTER, HEADER, RECORD_CAP, frame
 from monitor_cb.ingest.batch import Batch
 from monitor_cb.record import STEP_LIMIT
@@ -47,8 +48,6 @@ LINEAGE_SUFFIX = "_lineage"
 READ_WINDOW = 16 << 20  # bytes of a file read and framed at once (memory stays bounded on any file)
 LINEAGE_CAP = 4 << 20  # a lineage file is a few hundred bytes; a larger one is refused
 MAX_HISTOGRAMS = 2000  # histograms kept per tag (evenly thinned past it)
-# the loss SummaryCollector records; other tags keep the TensorBoard reader's naming
-TAG_NAMES = {"loss/auto": "loss"}
 _NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(\d+)\.")
 _U64 = struct.Struct("<Q")
 
@@ -74,8 +73,9 @@ def stamp_of(name: str) -> int:
 
 
 def summary_metric_name(tag: str) -> str:
-    """Our key for a summary scalar tag."""
-    return TAG_NAMES.get(tag) or metric_name(tag)
+    """Our key for a summary scalar tag: the tag as written (docs/FORMAT.md "Metric names"; SummaryCollector's
+    ``loss/auto`` plays the loss role, :mod:`monitor_cb.analysis.roles`)."""
+    return tag_key(tag)
 
 
 def is_ms_summary_dir(path: str | os.PathLike[str]) -> bool:
@@ -161,12 +161,28 @@ def _edges(hist: Histogram) -> np.ndarray:
 
 @dataclass
 class _Scalars:
-    """One read's scalar values, in file order."""
+    """One read's scalar values as column chunks, each in file order, named by index into ``names``."""
 
-    step: list[int] = field(default_factory=list)
-    wall: list[float] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    value: list[float] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def ids(self, names: list[str]) -> np.ndarray:
+        """Our index of each of ``names`` (new ones appended)."""
+        index = {name: i for i, name in enumerate(self.names)}
+        out = []
+        for name in names:
+            if name not in index:
+                index[name] = len(self.names)
+                self.names.append(name)
+            out.append(index[name])
+        return np.array(out, np.int32)
+
+    def add(self, step: np.ndarray, wall: np.ndarray, name_id: np.ndarray, value: np.ndarray) -> None:
+        if len(step):
+            self.chunks.append((step, wall, name_id, value))
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks)
 
 
 @dataclass
@@ -236,7 +252,7 @@ class SummaryRun:
             scalars, count = self._read(state, budget)
             if budget is not None:
                 budget -= count
-            if scalars.step:
+            if scalars:
                 parts.setdefault(state.rank, []).append((state.seg, scalars))
         return {rank: _batch(rank, chunks) for rank, chunks in sorted(parts.items())}
 
@@ -270,12 +286,40 @@ class SummaryRun:
         return scalars, taken
 
     def _take(self, state: SummaryFile, data: bytes, found: Any, out: _Scalars) -> int:
+        """The scalars and histograms of one read's records (scalar-only events through numpy, the rest
+        field by field), in file order; bad records counted."""
+        buf = np.frombuffer(data, np.uint8)
+        good = np.flatnonzero(found.crc_ok)
+        state.bad += found.n - len(good)
+        fast = scan_scalars(buf, found.starts[good], found.lengths[good])
+        fast_record = good[fast.record]
+        in_range = (fast.step >= 0) & (fast.step < STEP_LIMIT)
+        state.bad += len(np.unique(fast_record[~in_range]))
+        keep = in_range
+        slow = self._slow(state, data, found, good[~fast.handled])
+        names = [summary_metric_name(tag) for tag in fast.tags]
+        fast_ids = out.ids(names)[fast.tag[keep]] if names else np.empty(0, np.int32)
+        record = np.concatenate([fast_record[keep], slow.record])
+        slot = np.concatenate([fast.slot[keep], slow.slot])
+        order = record_order(record, slot)
+        step = np.concatenate([fast.step[keep], slow.step])[order]
+        wall = np.concatenate([fast.wall[keep], slow.wall])[order]
+        name_id = np.concatenate([fast_ids, out.ids(slow.names)])[order]
+        value = np.concatenate([fast.value[keep], slow.value])[order]
+        if len(wall):
+            low, high = float(wall.min()), float(wall.max())
+            self.first_wall = low if self.first_wall is None else min(self.first_wall, low)
+            self.last_wall = high if self.last_wall is None else max(self.last_wall, high)
+        out.add(step, wall, name_id, value)
+        return found.n
+
+    def _slow(self, state: SummaryFile, data: bytes, found: Any, records: np.ndarray) -> _SlowValues:
+        """Records the numpy path left, decoded field by field: their scalars, and every histogram."""
         view = memoryview(data)
         hist = self._hist.setdefault(state.rank, {})
-        for start, length, ok in zip(found.starts.tolist(), found.lengths.tolist(), found.crc_ok.tolist(), strict=True):
-            if not ok:
-                state.bad += 1
-                continue
+        got = _SlowValues()
+        for record in records.tolist():
+            start, length = int(found.starts[record]), int(found.lengths[record])
             try:
                 event = decode_event(bytes(view[start : start + length]))
             except ProtoError:
@@ -291,16 +335,14 @@ class SummaryRun:
                 state.bad += 1
                 continue
             wall = event.wall_time
-            self.first_wall = wall if self.first_wall is None else min(self.first_wall, wall)
-            self.last_wall = wall if self.last_wall is None else max(self.last_wall, wall)
-            for tag, value in event.scalars:
-                out.step.append(event.step)
-                out.wall.append(wall)
-                out.name.append(summary_metric_name(tag))
-                out.value.append(value)
+            for slot, (tag, value) in enumerate(event.scalars):
+                got.add(record, slot, event.step, wall, summary_metric_name(tag), value)
+            if event.histograms:
+                self.first_wall = wall if self.first_wall is None else min(self.first_wall, wall)
+                self.last_wall = wall if self.last_wall is None else max(self.last_wall, wall)
             for tag, histogram in event.histograms:
                 hist.setdefault(tag, _HistogramBuffer()).add(event.step, wall, histogram)
-        return found.n
+        return got
 
     # ------------------------------------------------------------------ what else the files say
     def histograms(self, rank: int | None = None) -> dict[str, HistogramSeries]:
@@ -381,6 +423,41 @@ class SummaryRun:
         return out
 
 
+class _SlowValues:
+    """Scalars decoded field by field, with the record and place in it each came from."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[int, int, int, float, float]] = []
+        self.names: list[str] = []
+
+    def add(self, record: int, slot: int, step: int, wall: float, name: str, value: float) -> None:
+        self._rows.append((record, slot, step, wall, value))
+        self.names.append(name)
+
+    def _column(self, i: int, dtype: Any) -> np.ndarray:
+        return np.array([row[i] for row in self._rows], dtype)
+
+    @property
+    def record(self) -> np.ndarray:
+        return self._column(0, np.int64)
+
+    @property
+    def slot(self) -> np.ndarray:
+        return self._column(1, np.int64)
+
+    @property
+    def step(self) -> np.ndarray:
+        return self._column(2, np.int64)
+
+    @property
+    def wall(self) -> np.ndarray:
+        return self._column(3, np.float64)
+
+    @property
+    def value(self) -> np.ndarray:
+        return self._column(4, np.float32)
+
+
 def _window(fd: int, offset: int, size: int) -> int:
     """Bytes to read at ``offset``: the window, or the whole next record when it is longer (up to the cap)."""
     head = os.pread(fd, 8, offset)
@@ -402,25 +479,37 @@ def _shifted(reason: str, base: int) -> str:
 
 def _batch(rank: int, chunks: list[tuple[int, _Scalars]]) -> Batch:
     """The rows of a rank's new values: one per (seg, step), ``t`` the wall time of its first value."""
-    seg = np.concatenate([np.full(len(s.step), g, np.int64) for g, s in chunks])
-    step = np.concatenate([np.array(s.step, np.int64) for _, s in chunks])
-    wall = np.concatenate([np.array(s.wall, np.float64) for _, s in chunks])
-    names = [n for _, s in chunks for n in s.name]
-    values = shortest_f32_array(np.concatenate([np.array(s.value, np.float64) for _, s in chunks]))
+    seg_parts, step_parts, wall_parts, name_parts, value_parts = [], [], [], [], []
+    names: list[str] = []
+    for seg, scalars in chunks:
+        index = {name: i for i, name in enumerate(names)}
+        remap = np.array([index.setdefault(name, len(index)) for name in scalars.names], np.int32)
+        names.extend(name for name in scalars.names if name not in names)
+        for step, wall, name_id, value in scalars.chunks:
+            seg_parts.append(np.full(len(step), seg, np.int64))
+            step_parts.append(step)
+            wall_parts.append(wall)
+            name_parts.append(remap[name_id])
+            value_parts.append(value)
+    seg = np.concatenate(seg_parts)
+    step = np.concatenate(step_parts)
+    wall = np.concatenate(wall_parts)
+    name_id = np.concatenate(name_parts)
+    values = shortest_f32_array(np.concatenate(value_parts))
     key = seg * STEP_LIMIT + step  # seg < 2**23: fits int64
-    rows, first, row_of = np.unique(key, return_index=True, return_inverse=True)
-    row_of = row_of.reshape(-1)
+    if len(key) > 1 and bool(np.all(key[1:] > key[:-1])):  # one value a step, in order: no sort needed
+        rows, first, row_of = key, np.arange(len(key)), np.arange(len(key))
+    else:
+        rows, first, row_of = np.unique(key, return_index=True, return_inverse=True)
+        row_of = row_of.reshape(-1)
     n = len(rows)
     batch = Batch(step=rows % STEP_LIMIT, seg=rows // STEP_LIMIT, rank=np.full(n, rank, np.int64), t=wall[first])
-    name_ids: dict[str, list[int]] = {}
     for i, name in enumerate(names):
-        name_ids.setdefault(name, []).append(i)
-    for name, at in name_ids.items():
-        idx = np.array(at, np.int64)
+        mine = np.flatnonzero(name_id == i)
         column = np.full(n, np.nan)
         logged = np.zeros(n, bool)
-        column[row_of[idx]] = values[idx]  # in file order: a later value at the step wins (as the TB reader)
-        logged[row_of[idx]] = True
+        column[row_of[mine]] = values[mine]  # in file order: a later value at the step wins (as the TB reader)
+        logged[row_of[mine]] = True
         batch.floats[name] = (column, logged)
     return batch
 
@@ -438,3 +527,47 @@ def read_histograms(
     run = SummaryRun(run_dir, root)
     run.poll_batches()
     return run.histograms(rank)
+
+
+def histogram_columns(histograms: dict[str, HistogramSeries]) -> dict[str, np.ndarray]:
+    """Histograms as one row per bucket (for export): tag, rank, step, t, left, right, bucket count, and the
+    histogram's own min, max, count and NaN/inf counts repeated on each of its buckets."""
+    parts: dict[str, list[np.ndarray]] = {key: [] for key in _BUCKET_COLUMNS}
+    for tag, series in histograms.items():
+        for i, step in enumerate(series.steps.tolist()):
+            edges, counts = series.edges[i], series.counts[i]
+            n = len(counts)
+            for key, value in (
+                ("tag", tag),
+                ("rank", series.rank),
+                ("step", step),
+                ("t", series.walls[i]),
+                ("min", series.min[i]),
+                ("max", series.max[i]),
+                ("count", series.count[i]),
+                ("nan_count", series.nan_count[i]),
+                ("pos_inf_count", series.pos_inf_count[i]),
+                ("neg_inf_count", series.neg_inf_count[i]),
+            ):
+                parts[key].append(np.full(n, value, object if key == "tag" else None))
+            parts["left"].append(edges[:-1])
+            parts["right"].append(edges[1:])
+            parts["bucket_count"].append(counts)
+    return {key: np.concatenate(chunks) if chunks else np.empty(0) for key, chunks in parts.items()}
+
+
+_BUCKET_COLUMNS = (
+    "tag",
+    "rank",
+    "step",
+    "t",
+    "left",
+    "right",
+    "bucket_count",
+    "min",
+    "max",
+    "count",
+    "nan_count",
+    "pos_inf_count",
+    "neg_inf_count",
+)

@@ -52,7 +52,7 @@ from monitor_cb.importers.tags import (
 )
 from monitor_cb.ingest.batch import Batch
 from monitor_cb.record import STEP_LIMIT
-from monitor_cb.rootfile import open_regular
+from monitor_cb.rootfile import FileIdentity, identity, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +64,25 @@ TENSORBOARD_MISSING = (
 _RANK_DIR = re.compile(r"^rank_(\d+)$")
 _STAMP = re.compile(r"tfevents\.(\d+)")
 SCAN_WINDOW = 64 << 20  # bytes of an event file decoded at once (memory stays bounded on any file)
+CHECK_BYTES = 4096  # bytes at the start of a file, and before the offset read to, compared to know it is the same
 _INTEGER_KEYS = frozenset({"batch_size", "samples"})  # whole numbers in records (import-tb writes them)
 _F32 = struct.Struct("<f")
 
 
 class TensorBoardUnavailable(ImportError):
     """The optional ``tensorboard`` package is missing; the message says how to install it."""
+
+
+class EventFilesReplaced(Exception):
+    """An event file read before is gone, or is not the file read before (a new inode, shorter, other bytes).
+
+    The rows taken from it can no longer be told from the new file's: the caller reads the run anew
+    with a new :class:`TensorBoardRun`, as a JSONL file that is not the one read before is read from zero.
+    """
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"TensorBoard event file {path} {why}: the run is read anew")
+        self.path = path
 
 
 def load_event_proto() -> type:
@@ -149,6 +162,10 @@ class _File:
     batch_size: float | None = None
     last_step: dict[str, int] = field(default_factory=dict)
     done: bool = False
+    read_as: FileIdentity | None = None  # the file's stat when it was last read to its end: unchanged, not opened
+    inode: tuple[int, int] | None = None  # (inode, device) of the file read
+    head: bytes = b""  # its first bytes, and the bytes just before the offset: the same file still holds them
+    window: bytes = b""
 
 
 class TensorBoardRun:
@@ -186,6 +203,8 @@ class TensorBoardRun:
         self.last_wall_time: float | None = None
         self.last_write: float | None = None  # newest event-file mtime, Unix seconds
         self.total_bytes = 0  # bytes of the event files at the last poll
+        self._stats: dict[str, os.stat_result] = {}  # each event file's stat at the last listing
+        self.opened = 0  # event files opened to read (an unchanged file is not: a rescan costs a stat per file)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -215,7 +234,7 @@ class TensorBoardRun:
         budget = max_events
         newest = self._newest_per_directory()
         for state in sorted(self._files.values(), key=lambda s: (s.rank, s.seg, s.subdir, s.path)):
-            if state.done:
+            if state.done and self._unchanged(state):
                 continue
             if budget is not None and budget <= 0:
                 break
@@ -301,9 +320,13 @@ class TensorBoardRun:
     def _discover(self) -> None:
         if not self.path.is_dir():
             raise FileNotFoundError(f"TensorBoard run directory {self.path} is gone (or is not a directory)")
-        found = self._scan()
-        self.total_bytes = sum(_size(path) for path, _, _ in found)
+        stats: dict[str, os.stat_result] = {}
+        found = self._scan(stats)
+        self._stats = stats
+        self.total_bytes = sum(st.st_size for st in stats.values())
         for gone in set(self._files) - {path for path, _, _ in found}:
+            if self._files[gone].offset:
+                raise EventFilesReplaced(gone, "is gone")
             del self._files[gone]
         new = [item for item in found if item[0] not in self._files]
         # Files directly in a rank directory are its segments, numbered in name (= creation time) order;
@@ -318,15 +341,15 @@ class TensorBoardRun:
                 segments.append((_stamp(path), seg))
             self._files[path] = _File(path=path, rank=rank, subdir=subdir, seg=seg)
 
-    def _scan(self) -> list[tuple[str, int, str]]:
-        """Event files under the run: (path, rank, subdirectory inside the rank directory)."""
+    def _scan(self, stats: dict[str, os.stat_result]) -> list[tuple[str, int, str]]:
+        """Event files under the run: (path, rank, subdirectory inside the rank directory); each file's
+        stat goes into ``stats`` (one ``lstat`` a file, from the directory listing)."""
         root = str(self.path)
         own = _RANK_DIR.match(self.path.name)
         direct_rank = int(own.group(1)) if own else 0
         found: list[tuple[str, int, str]] = []
         rank_dirs: list[tuple[str, int]] = []
         other_dirs: list[str] = []
-        newest = self.last_write or 0.0
         with os.scandir(root) as entries:
             for entry in entries:
                 if entry.name.startswith(".") or entry.is_symlink():
@@ -337,30 +360,16 @@ class TensorBoardRun:
                         rank_dirs.append((entry.path, int(match.group(1))))
                     else:
                         other_dirs.append(entry.path)
-                elif is_event_file(entry.name):
+                elif is_event_file(entry.name) and _stat_into(entry, stats):
                     found.append((entry.path, direct_rank, ""))
-                    newest = max(newest, _mtime(entry.path))
         if found:  # events written into the root itself: its other subdirectories are add_scalars series
             for directory in other_dirs:
-                newest = max(newest, self._walk(directory, root, direct_rank, found))
+                _walk(directory, os.path.basename(directory), direct_rank, found, stats)
         for directory, rank in rank_dirs:
-            newest = max(newest, self._walk(directory, directory, rank, found))
-        self.last_write = newest or None
+            _walk(directory, "", rank, found, stats)
+        newest = max((st.st_mtime for st in stats.values()), default=0.0)
+        self.last_write = max(self.last_write or 0.0, newest) or None
         return found
-
-    @staticmethod
-    def _walk(directory: str, rank_root: str, rank: int, found: list[tuple[str, int, str]]) -> float:
-        newest = 0.0
-        for dirpath, dirnames, filenames in os.walk(directory):  # does not follow directory links
-            dirnames[:] = [name for name in dirnames if not name.startswith(".")]
-            subdir = os.path.relpath(dirpath, rank_root)
-            subdir = "" if subdir == "." else subdir.replace(os.sep, "/")
-            for name in filenames:
-                path = os.path.join(dirpath, name)
-                if is_event_file(name) and not name.startswith(".") and not os.path.islink(path):
-                    found.append((path, rank, subdir))
-                    newest = max(newest, _mtime(path))
-        return newest
 
     def _segment_of(self, rank: int, path: str) -> int:
         """An add_scalars file belongs to the newest main file created before (or with) it."""
@@ -392,10 +401,16 @@ class TensorBoardRun:
         """
         out: list[_Events] = []
         total = 0
+        if self._unchanged(state):
+            return out, 0
         try:
             with open_regular(state.path, root=self.path) as (fd, st):
+                self.opened += 1
                 size = st.st_size
+                if state.offset and state.inode is not None:  # (a file resumed from its cache file was checked)
+                    self._check_same(state, fd, st)
                 if size <= state.offset:
+                    state.read_as = identity(st)
                     return out, 0
                 with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
                     full = np.frombuffer(mapped, np.uint8)
@@ -420,11 +435,39 @@ class TensorBoardRun:
                                 break  # a record cut short at the end: "not yet"
                     finally:
                         del full
+                self._note_read(state, fd, st, stopped=budget is not None and total >= budget)
         except FileNotFoundError:
             return out, total
         except (OSError, ValueError) as exc:  # unsafe, vanished or unreadable: the other files go on
             self._warn_once(state.path, f"cannot read TensorBoard event file {state.path}: {exc}")
         return out, total
+
+    def _unchanged(self, state: _File) -> bool:
+        """Whether the file is as it was when last read to its end (by its stat at this listing): not opened."""
+        st = self._stats.get(state.path)
+        return st is not None and state.read_as is not None and identity(st) == state.read_as
+
+    @staticmethod
+    def _check_same(state: _File, fd: int, st: os.stat_result) -> None:
+        """Raise :class:`EventFilesReplaced` unless the open file is the one read so far (inode, length, bytes)."""
+        if (st.st_ino, st.st_dev) != state.inode:
+            raise EventFilesReplaced(state.path, "was replaced by another file")
+        if st.st_size < state.offset:
+            raise EventFilesReplaced(state.path, f"shrank below the {state.offset:,} bytes read")
+        if os.pread(fd, len(state.head), 0) != state.head or (
+            os.pread(fd, len(state.window), state.offset - len(state.window)) != state.window
+        ):
+            raise EventFilesReplaced(state.path, "was rewritten")
+
+    @staticmethod
+    def _note_read(state: _File, fd: int, st: os.stat_result, stopped: bool) -> None:
+        """Remember what the file read is (to know it later) and, unless the read stopped early, its stat."""
+        state.inode = (st.st_ino, st.st_dev)
+        if len(state.head) < CHECK_BYTES:
+            state.head = os.pread(fd, min(state.offset, CHECK_BYTES), 0)
+        low = max(state.offset - CHECK_BYTES, 0)
+        state.window = os.pread(fd, state.offset - low, low)
+        state.read_as = None if stopped else identity(st)
 
     def _events(self, state: _File, found: ScanResult) -> _Events:
         """The scan's scalars (fast ones and protobuf-decoded ones, in file order) as rows of the rank."""
@@ -676,20 +719,38 @@ def _records(batch: Batch) -> list[dict[str, Any]]:
     return out
 
 
+def _stat_into(entry: os.DirEntry[str], stats: dict[str, os.stat_result]) -> bool:
+    """Note a listed file's stat (not following links); False when it vanished meanwhile."""
+    try:
+        stats[entry.path] = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _walk(
+    directory: str, subdir: str, rank: int, found: list[tuple[str, int, str]], stats: dict[str, os.stat_result]
+) -> None:
+    """The event files under ``directory`` (``subdir``: its path inside the rank directory, "" for the rank
+    directory itself); hidden entries and links are skipped, directory links never followed."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = list(listing)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        if is_dir:
+            _walk(entry.path, f"{subdir}/{entry.name}" if subdir else entry.name, rank, found, stats)
+        elif is_event_file(entry.name) and _stat_into(entry, stats):
+            found.append((entry.path, rank, subdir))
+
+
 def _stamp(path: str) -> int:
     match = _STAMP.search(os.path.basename(path))
     return int(match.group(1)) if match else 0
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0

@@ -30,7 +30,7 @@ from monitor_cb.ingest.runframe import RunFrame, Snapshot
 from monitor_cb.ingest.source import MetricsSource, TableSource
 from monitor_cb.ingest.status import FINAL, FileActivity, StatusPolicy, combine, file_status
 from monitor_cb.ingest.summary_index import SourceSummary
-from monitor_cb.ingest.tensorboard_source import TensorBoardGroup
+from monitor_cb.ingest.tensorboard_source import TensorBoardGroup, polling_round
 from monitor_cb.logroot import log_root
 from monitor_cb.record import rank_from_filename
 from monitor_cb.rootfile import META_CAP, UnsafeFileError, read_json
@@ -90,6 +90,7 @@ class _Run:
         self.tensorboard: TensorBoardGroup | None = None
         self.mflog: MindFormersLogGroup | None = None  # a MindFormers log directory (kind "mindformers_log")
         self.summary: SummaryGroup | None = None  # a MindSpore summary directory (kind "ms_summary")
+        self.histograms: Any = None  # a TensorBoard run's histogram reader, made when first asked for
         self.aggregates: dict[tuple[str, str], Any] = {}  # (kind, metric) -> Incremental
         self.loader: tuple[threading.Thread, int] | None = None  # background first read, bytes to read
         self.read_at = -math.inf  # time.monotonic() of the last read of its files (RunStore.read)
@@ -178,7 +179,9 @@ class RunStore:
                     run.mflog.poll()  # ranks appear as their rank_N/info.log do
                     run.sources = {s.path: s for s in run.mflog.sources.values()}
                 elif run_dir.kind == MS_SUMMARY:
-                    run.summary = run.summary or SummaryGroup(run_dir.path, self.root)
+                    run.summary = run.summary or SummaryGroup(
+                        run_dir.path, self.root, self.peek_min_bytes if self.remote is None else None
+                    )
                     run.summary.poll()  # ranks appear as their summary files are read
                     run.sources = {s.path: s for s in run.summary.sources.values()}
                 else:
@@ -272,8 +275,9 @@ class RunStore:
         return list(infos)
 
     def _list_runs(self) -> list[RunInfo]:
-        self.refresh()
-        self.poll()
+        with polling_round():  # a TensorBoard run's files are listed once, not once more per rank
+            self.refresh()
+            self.poll()
         if self.remote is not None:  # metadata objects that changed are fetched in parallel, then read from memory
             self.remote.map(
                 self._read_meta, [s.meta_path for r in list(self._runs.values()) for s in r.sources.values()]
@@ -295,9 +299,10 @@ class RunStore:
 
     def run_info(self, run_id: str) -> RunInfo:
         """One run's :class:`RunInfo` (polled first)."""
-        run = self._run(run_id)
-        for source in list(run.sources.values()):
-            source.poll()
+        with polling_round():
+            run = self._run(run_id)
+            for source in list(run.sources.values()):
+                source.poll()
         return self._info(run)
 
     def _info(self, run: _Run) -> RunInfo:
@@ -449,6 +454,22 @@ class RunStore:
         read = sum(s.tail.offset for s in sources)
         return LoadProgress(min(read, total), total, sum(s.table.n for s in sources))
 
+    def histograms(self, run_id: str, rank: int | None = None) -> dict[str, Any]:
+        """Tag -> ``HistogramSeries`` of the run's histograms (a MindSpore summary directory's, or a
+        TensorBoard run's ``add_histogram`` summaries), for ``rank`` (default the lowest that has any);
+        ``{}`` for a run that has none or a root in object storage. Polled: only new records are read."""
+        run = self._run(run_id)
+        if run.summary is not None:
+            return run.summary.histograms(rank)
+        if run.dir.kind != "tensorboard" or self.remote is not None:
+            return {}
+        from monitor_cb.importers.tb_histograms import TensorBoardHistograms
+
+        with run.lock:
+            if run.histograms is None:
+                run.histograms = TensorBoardHistograms(run.dir.path, self.root)
+            return run.histograms.histograms(rank)  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ across ranks
     def ranks_of(self, run_id: str) -> list[int]:
         """The run's ranks (polled; files only listed so far are read, their rows left on disk)."""
@@ -535,11 +556,12 @@ class RunStore:
         return [(s.path, bad) for s in run.sources.values() for bad in list(s.bad_lines)]
 
     def _snapshot(self, run_id: str, rank: int | None, all_segments: bool, max_age: float = 0.0) -> Snapshot:
-        run = self._run(run_id)
-        if not (max_age > 0 and 0 <= time.monotonic() - run.read_at <= max_age):
-            for source in list(run.sources.values()):
-                source.read_rows()
-            run.read_at = time.monotonic()
+        with polling_round():
+            run = self._run(run_id)
+            if not (max_age > 0 and 0 <= time.monotonic() - run.read_at <= max_age):
+                for source in list(run.sources.values()):
+                    source.read_rows()
+                run.read_at = time.monotonic()
         sources = sorted(run.sources.values(), key=lambda s: (s.table.rank, str(s.path)))
         if rank is not None:
             sources = [s for s in sources if s.table.rank == rank]

@@ -10,16 +10,21 @@ Cached like JSONL files (:mod:`monitor_cb.ingest.colcache`): the rows of a rank 
 are kept as an Arrow file described by a fingerprint of the bytes they came from, with the reader's
 state after them (offset, alignment state, texts); a reopen maps those rows and reads only what the
 file gained since. A rank with several files (a resumed launch, ``add_scalars`` series) is read in full.
+
+An event file read before that is gone or is not the same file any more (a run deleted and re-run, a file
+replaced or rewritten in place) makes the whole run read anew, as a JSONL file that is not the one read
+before is: old and new rows are never mixed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +49,24 @@ MAX_EVENTS_PER_POLL = 8_000_000  # bounds one refresh (~2 s); the rest comes on 
 _STATE_KEY = "tensorboard_reader/names-as-written"
 _SAMPLE = 4096
 _warned_missing = False
+_round = threading.local()  # this thread's polling round (see polling_round)
+
+
+@contextlib.contextmanager
+def polling_round() -> Iterator[None]:
+    """A round of polls (a listing: the refresh, then every source): each run's files are looked at once.
+
+    Every rank source of a run polls the one reader of the run; without a round, a listing of an 8-rank
+    run listed its event files nine times. A round inside another is the outer one.
+    """
+    if getattr(_round, "token", None) is not None:
+        yield
+        return
+    _round.token = object()
+    try:
+        yield
+    finally:
+        _round.token = None
 
 
 @dataclass
@@ -127,10 +150,16 @@ class TensorBoardGroup:
         self.meta: dict[str, Any] = {}
         self.cached_offsets: dict[str, int] = {}  # event file -> bytes its cache file holds
         self.cache_hits = 0
+        self._polled_in: object | None = None  # the polling round that polled the run last
 
     def poll(self) -> int:
-        """Read new events of every rank into the rank tables; returns how many records were taken."""
+        """Read new events of every rank into the rank tables; returns how many records were taken
+        (nothing when this polling round already polled the run)."""
         with self.lock:
+            token = getattr(_round, "token", None)
+            if token is not None and token is self._polled_in:
+                return 0
+            self._polled_in = token
             if self.listed is not None:
                 if self._listed_unchanged():
                     return 0
@@ -143,9 +172,10 @@ class TensorBoardGroup:
             if reader is None:
                 return 0
             try:
-                by_rank = reader.poll_batches(max_events=MAX_EVENTS_PER_POLL)
+                by_rank = self._poll_reader(reader)
             except FileNotFoundError:
                 return 0
+            reader = self._reader
             taken = 0
             for rank, batch in by_rank.items():
                 source = self.source(rank)
@@ -165,10 +195,39 @@ class TensorBoardGroup:
                 self._write_cache(reader)
             return taken
 
+    def _poll_reader(self, reader: Any) -> dict[int, Any]:
+        """The reader's new batches; when a file it read is not the one it read, every row goes and a new
+        reader reads the run from its files' starts (their cache files only when they still describe them)."""
+        from monitor_cb.importers.tensorboard import EventFilesReplaced
+
+        try:
+            return reader.poll_batches(max_events=MAX_EVENTS_PER_POLL)  # type: ignore[no-any-return]
+        except EventFilesReplaced:
+            self._forget_rows()
+        fresh = self._open()
+        assert fresh is not None
+        by_rank: dict[int, Any] = fresh.poll_batches(max_events=MAX_EVENTS_PER_POLL)
+        for rank in set(self.sources) - set(fresh.ranks):
+            del self.sources[rank]  # a rank of the deleted run only: the store's next listing drops it
+        return by_rank
+
+    def _forget_rows(self) -> None:
+        """Drop the reader and every rank's rows (the files they came from are not there any more)."""
+        self._reader = None
+        self.cached_offsets = {}
+        self.meta = {}
+        for source in self.sources.values():
+            with source.lock:
+                source.table.clear()
+                source.bad_count = 0
+                source._new = 0
+
     def unlist(self) -> None:
         """Rows are asked for: the next poll reads the files (a run only listed from their ends so far)."""
         with self.lock:
-            self.listed = None
+            if self.listed is not None:
+                self.listed = None
+                self._polled_in = None  # rows are wanted: this round's poll of the listing read none
 
     def read_listed(self) -> None:
         """Read the files now when the run is only listed from their ends."""

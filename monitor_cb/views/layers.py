@@ -20,9 +20,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from monitor_cb.analysis.distributions import percentile_bands
 from monitor_cb.analysis.downsample import downsample_indices
-from monitor_cb.analysis.families import Family, find_families
+from monitor_cb.analysis.families import Family, find_families, natural_key
 from monitor_cb.analysis.family_matrix import FamilyMatrix, HeatmapData, MatrixOptions, Mover, top_movers
+from monitor_cb.analysis.roles import automatic
+from monitor_cb.charts.distributions import distribution_figure, histogram_figure
 from monitor_cb.charts.heatmap import HeatmapMark, family_heatmap
 from monitor_cb.charts.style import METRIC_COLORS, NONFINITE_COLOR, PALETTE, escape_html
 from monitor_cb.diagnosis.findings import Finding, fmt_step
@@ -156,7 +159,8 @@ def _mark_label(finding: Finding) -> str:
 
 def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Sequence[Finding] = ()) -> go.Figure:
     """The parameter's curve under the loss and the global gradient norm (shared step axis)."""
-    panels = [(c, c) for c in ("loss", "grad_norm") if c in frame.columns]
+    roles = automatic([c for c in frame.columns if isinstance(c, str)]).metrics  # "train/loss" is a run's loss too
+    panels = [(roles[r][0], roles[r][0]) for r in ("loss", "grad_norm") if roles.get(r)]
     panels.append((family.column_of(member), f"{family.name}: {member}"))
     fig = make_subplots(
         rows=len(panels),
@@ -200,7 +204,7 @@ def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Se
                 row=row,
                 col=1,
             )
-        if column not in ("loss",) and np.nanmin(np.where(ys > 0, ys, np.nan), initial=np.inf) < np.inf:
+        if row > 1 and np.nanmin(np.where(ys > 0, ys, np.nan), initial=np.inf) < np.inf:
             fig.update_yaxes(type="log", row=row, col=1)
     for finding in findings:
         fig.add_vline(x=finding.step, line={"color": NONFINITE_COLOR, "dash": "dot", "width": 1})
@@ -225,6 +229,35 @@ def layers_link(finding: Finding, run_id: str) -> dict[str, str]:
         QUERY_FAMILY: str(finding.details.get("family", "")),
         QUERY_PARAM: str(finding.details.get("member", "")),
     }
+
+
+@dataclass(frozen=True)
+class DistributionView:
+    """One histogram tag: its bands over steps, the steps to pick from and the histogram at the picked one."""
+
+    tag: str
+    bands: go.Figure
+    steps: tuple[int, ...]
+    step: int
+    histogram: go.Figure
+
+
+def histogram_tags(histograms: Mapping[str, Any]) -> list[str]:
+    """The run's histogram tags in the model's order (``layers.2`` before ``layers.10``)."""
+    return sorted(histograms, key=natural_key)
+
+
+def distribution_view(histograms: Mapping[str, Any], tag: str, step: int | None = None) -> DistributionView | None:
+    """The distributions of ``tag`` (a ``HistogramSeries``), and its histogram at ``step`` (default the last)."""
+    series = histograms.get(tag)
+    if series is None or len(series.steps) == 0:
+        return None
+    bands = percentile_bands(series.steps, series.edges, series.counts)
+    steps = tuple(int(s) for s in series.steps)
+    at = steps.index(step) if step in steps else len(steps) - 1
+    chosen = steps[at]
+    hist = histogram_figure(series.edges[at], series.counts[at], f"{tag} at step {chosen:,}")
+    return DistributionView(tag, distribution_figure(bands, f"{tag}: distribution over steps"), steps, chosen, hist)
 
 
 def family_choices(families: Sequence[Family]) -> Mapping[str, str]:

@@ -118,11 +118,15 @@ def runs_view(
     query: RunsQuery,
     budget_s: float = BUDGET_S,
     clock: Callable[[], float] = time.perf_counter,
+    health: Any = None,
 ) -> RunsView:
-    """Fill statistics within ``budget_s``, build the table, filter it and sort it."""
+    """Fill statistics within ``budget_s``, build the table, filter it and sort it.
+
+    ``health``: a :class:`~monitor_cb.compare.runhealth.HealthCache` for the health columns (None: none)."""
     cache.prune(info.id for info in infos)
     left = cache.fill(infos, budget_s, clock)
-    table = build_table(infos, cache.cached, now, TableOptions(stats=query.stats, all_config=query.all_config))
+    options = TableOptions(stats=query.stats, all_config=query.all_config)
+    table = build_table(infos, cache.cached, now, options, health.columns if health is not None else None)
     shown = filter_text(table, query.text)
     error = None
     try:
@@ -147,7 +151,8 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
         drop.append("dropped")  # shown only when a writer lost records
     frame = frame.drop(columns=drop)
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
-    first = [c for c in ("id", "name", "status", "steps", "duration_s") if c in frame.columns]
+    first = [c for c in ("id", "name", "status", "health", "health.count", "health.step") if c in frame.columns]
+    first += [c for c in ("steps", "duration_s") if c in frame.columns]
     last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]

@@ -75,3 +75,29 @@ def test_parameter_names_are_text_not_html(log_root: Path):
     assert_ok(at)
     rows = charts(at)[0]["data"][0]["y"]
     assert "&lt;b&gt;x&lt;/b&gt;.weight" in rows and "<b>x</b>.weight" not in rows
+
+
+def test_tensorboard_histograms_show_as_distributions(log_root: Path):
+    tensorboardX = pytest.importorskip("tensorboardX")
+    import numpy as np
+
+    writer = tensorboardX.SummaryWriter(str(log_root / "hist" / "rank_0"), flush_secs=3600)
+    rng = np.random.default_rng(0)
+    for step in range(1, 11):
+        for layer in (10, 2):
+            values = rng.normal(0, 0.1 * step, 2_000)
+            writer.add_histogram(f"model.layers.{layer}.w", values, global_step=step, walltime=1.7e9 + step)
+        writer.add_scalar("loss", 1.0 / step, global_step=step, walltime=1.7e9 + step)
+    writer.close()
+    at = run_entry(ENTRY, {"run": "hist"})
+    assert_ok(at)
+    assert at.selectbox(key="ly_hist").options == ["model.layers.2.w", "model.layers.10.w"]
+    bands, hist = charts(at)
+    assert bands["layout"]["title"]["text"] == "model.layers.2.w: distribution over steps"
+    assert hist["layout"]["title"]["text"] == "model.layers.2.w at step 10"
+    at.select_slider(key="ly_hist_step").set_value(3).run()
+    assert_ok(at)
+    assert charts(at)[1]["layout"]["title"]["text"] == "model.layers.2.w at step 3"
+    at.selectbox(key="ly_hist").set_value("model.layers.10.w").run()
+    assert_ok(at)
+    assert charts(at)[1]["layout"]["title"]["text"] == "model.layers.10.w at step 3"

@@ -317,3 +317,22 @@ def test_a_config_key_holding_markdown_or_a_url_is_text_in_the_group_heading(log
     assert_ok(at)
     (heading,) = [h.value for h in at.subheader if "Groups by" in h.value]
     assert not re.search(r"(?<!\\)\]\(", heading) and "http\\:\u2060//" in heading, heading
+
+
+def test_health_column_fills_in_sorts_worst_first_and_filters(sweep: Path) -> None:
+    """The worst finding of each run, diagnosed in the background: empty while pending, then error / ok."""
+    import time
+
+    deadline = time.monotonic() + 60
+    at = run_app()
+    assert_ok(at)
+    assert "health" in table(at).columns
+    while (table(at)["health"] == "").any() and time.monotonic() < deadline:
+        at.run()  # the worker diagnoses the runs meanwhile; the page never waits for it
+    frame = table(at).set_index("id")
+    assert frame.loc["diverged", "health"] == "error"
+    assert frame.loc["diverged", "health.step"] == "30"
+    assert set(frame.drop(index="diverged")["health"]) == {"ok"}
+    at.text_input(key="runs_expr").set_value('health == "error"').run()
+    assert_ok(at)
+    assert list(table(at)["id"]) == ["diverged"]

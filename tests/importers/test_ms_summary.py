@@ -72,7 +72,7 @@ def test_collector_loss_and_histograms_are_mindsporess_own_reading(real: tuple[P
                 losses[event["step"]] = value["scalar"]
                 first_wall.setdefault(event["step"], event["wall_time"])
     assert sorted(losses) == [1, 2, 4, 6, 8, 10]  # collect_freq=2, and the last step again at the end
-    got = rows(batch, "loss")  # loss/auto is our loss
+    got = rows(batch, "loss/auto")  # the tag as written
     assert sorted(got) == sorted(losses)
     for step, value in losses.items():
         assert f32(got[step]) == f32(value), step
@@ -273,3 +273,26 @@ def test_a_file_replaced_by_a_shorter_one_is_read_again_from_its_start(tmp_path:
     shutil.copy(path, tmp_path / "copy")
     _scalar_file(path, range(7, 9))
     assert sorted(rows(run.poll_batches()[0], "loss")) == [7, 8]
+
+
+def test_the_encoder_lays_out_events_byte_for_byte_as_mindspore(real: tuple[Path, dict]) -> None:
+    """What the benchmark and the hostile-input tests write is what MindSpore writes (same bytes)."""
+    from monitor_cb.importers.tfrecord import frame
+
+    out, expected = real
+    for part in ("record", "collector"):
+        name, events = only(expected, part)
+        data = (out / name).read_bytes()
+        found = frame(np.frombuffer(data, np.uint8))
+        assert found.n == len(events) and found.crc_ok.all()
+        for start, length, event in zip(found.starts.tolist(), found.lengths.tolist(), events, strict=True):
+            scalars = [(v["tag"], v["scalar"]) for v in event["values"] if "scalar" in v]
+            histograms = [
+                (v["tag"], Histogram(**{k: tuple(x) if isinstance(x, list) else x for k, x in v["histogram"].items()}))
+                for v in event["values"]
+                if "histogram" in v
+            ]
+            if scalars and histograms:  # MindSpore writes the values in the order they were added
+                assert [v["tag"] for v in event["values"]] == [t for t, _ in scalars] + [t for t, _ in histograms]
+            mine = encode_event(event["wall_time"], event["step"], scalars, histograms, event["version"] or None)
+            assert mine == data[start : start + length], (part, event["step"])

@@ -53,7 +53,8 @@ def test_summary_directories_are_listed_and_read_as_runs(root: Path, written: tu
     _, events = only(expected, "collector")
     losses = {e["step"]: v["scalar"] for e in events for v in e["values"] if "scalar" in v}
     assert frame["step"].tolist() == sorted(losses)
-    assert np.array_equal(frame["loss"].to_numpy(np.float32), np.array([losses[s] for s in sorted(losses)], np.float32))
+    theirs = np.array([losses[s] for s in sorted(losses)], np.float32)
+    assert np.array_equal(frame["loss/auto"].to_numpy(np.float32), theirs)
     record = store.read("record").frame
     assert record["acc"].tolist() == [0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -71,6 +72,9 @@ def test_summary_export_and_diagnose_work_on_them(root: Path, capsys: pytest.Cap
     assert main(["summary", "record", "--logdir", str(root), "--json"]) == 0
     said = json.loads(capsys.readouterr().out)
     assert said["last_step"] == 5
+    (file,) = (root / "record").glob("*_MS")
+    assert main(["summary", str(file), "--logdir", str(root.parent)]) == 0  # a summary file: its folder is the run
+    assert "steps 1 .. 5" in capsys.readouterr().out
 
 
 def test_a_growing_summary_file_is_live(tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_a_growing_summary_file_is_live(tmp_path: Path) -> None:
     assert store.run_info("live").last_step == 5
     path.write_bytes(data)
     frame = store.read("live").frame
-    assert frame["step"].tolist() == list(range(1, 11)) and frame["loss"].iloc[-1] == 0.1
+    assert frame["step"].tolist() == list(range(1, 11)) and frame["loss/auto"].iloc[-1] == 0.1
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -110,3 +114,26 @@ def test_unsafe_summary_files_are_named_as_skipped(tmp_path: Path) -> None:
     assert info.meta["config"] == {}
     lineage = run_dir / "events.out.events.summary.1700000000.0.host_lineage"
     assert any(note.startswith(f"skipped {lineage}: ") for note in notes)
+
+
+def test_histograms_through_the_store_and_export(root: Path, written: tuple[Path, dict]) -> None:
+    _, expected = written
+    store = RunStore(root, cache=False)
+    store.list_runs()
+    series = store.histograms("record")["w"]
+    assert series.steps.tolist() == [1, 2, 3, 4, 5] and series.count.tolist() == [10] * 5
+    assert store.histograms("record", rank=7) == {}
+    target = root.parent / "hist.csv"
+    assert main(["export", "collector", "--logdir", str(root), "--histograms", "-o", str(target)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(target)
+    _, events = only(expected, "collector")
+    buckets = sum(len(v["histogram"]["counts"]) for e in events[:-1] for v in e["values"] if "histogram" in v)
+    assert len(table) == buckets  # the last event repeats the last step: kept once
+    assert set(table["tag"]) == {"hidden.weight/auto", "hidden.bias/auto", "out.weight/auto", "out.bias/auto"}
+    one = table[(table["tag"] == "out.bias/auto") & (table["step"] == 1)]
+    assert one["bucket_count"].sum() == one["count"].iloc[0] == 2
+    assert (one["right"].to_numpy() > one["left"].to_numpy()).all()
+    assert main(["export", "record", "--logdir", str(root), "--histograms"]) == 0
+    assert main(["export", "nope", "--logdir", str(root), "--histograms"]) == 2
