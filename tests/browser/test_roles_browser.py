@@ -39,6 +39,7 @@ def test_lightning_and_yolo_runs_open_with_their_loss_drawn(tmp_path: Path, widt
         for run_id, (losses, who) in cases.items():
             page.goto(f"{url}/?run={run_id}")
             for loss in losses:
+
                 def drawn(loss: str = loss) -> dict | None:
                     page.wait_for_timeout(20)
                     state = chart_state(page, "chart_loss_lr", loss)
