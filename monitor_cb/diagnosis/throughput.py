@@ -70,13 +70,13 @@ def _intervals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def _rate_from_t(frame: pd.DataFrame) -> Series | None:
-    """Steps per second from the records' ``t``: over spans of :data:`TIMES_SPAN` consecutive intervals between
-    train records, side by side (None without usable times); an interval with an evaluation or a resume in it
-    is left out (:mod:`monitor_cb.diagnosis.pauses`).
+    """Steps per second from the records' ``t``: at each train record, over its last :data:`TIMES_SPAN`
+    intervals (None without usable times); an interval with an evaluation or a resume in it is left out
+    (:mod:`monitor_cb.diagnosis.pauses`).
 
-    Over a span, not one interval: a writer's wall times jitter (ML-Agents writes a summary every 2,000 steps
+    Over two intervals, not one: a writer's wall times jitter (ML-Agents writes a summary every 2,000 steps
     but trains every other one, so its intervals alternate 1.3 s, 3.3 s, ...), and such an alternation is no
-    change of speed. Spans side by side, not sliding: one slow interval stays one slow point.
+    change of speed. One slow interval makes two slow points, fewer than a drop needs (``drop_min_points``).
     """
     found = _intervals(frame)
     if found is None:
@@ -87,10 +87,9 @@ def _rate_from_t(frame: pd.DataFrame) -> Series | None:
         return None
     dt, ds, rows = dt[ok], ds[ok], rows[1:][ok]
     span = TIMES_SPAN if ok.sum() >= 8 * TIMES_SPAN else 1  # a short run keeps points enough to be judged
-    cut = dt.size - dt.size % span  # whole spans, side by side: no point shares an interval with the next
-    seconds = dt[:cut].reshape(-1, span).sum(axis=1)
-    counted = ds[:cut].reshape(-1, span).sum(axis=1)
-    rows = rows[span - 1 : cut : span]
+    seconds = np.convolve(dt, np.ones(span), "valid")  # each point: its interval and the one before
+    counted = np.convolve(ds, np.ones(span), "valid")
+    rows = rows[span - 1 :]
     return Series(rows, steps[rows], counted / seconds)
 
 
