@@ -26,6 +26,7 @@ CHART_HEIGHT = 280
 N_OUT = 1000  # points per trace, as the live page's default
 TITLE_CHARS = 120  # a 10 kB name is shown cut around a hash (monitor_cb.names.shown_name; the CSV keeps it whole)
 _FIGURES = am.FigureCache()
+_METRICS = am.FigureCache(64)  # a run's metric names per data version
 
 
 def all_metrics_page() -> None:
@@ -45,7 +46,7 @@ def all_metrics_page() -> None:
         st.info("Pick a run in the sidebar.")
         st.stop()
     options, flt = controls()
-    metrics = am.union_metrics(_metric_columns(d.frame) for d in data)
+    metrics = am.union_metrics(_metric_names(d) for d in data)
     names = metrics
     if flt.error is not None:
         st.error(f"Metric filter: {_shared.md(flt.error)} Showing every metric.")
@@ -226,10 +227,9 @@ def _toggle_pin(metric: str) -> None:
     _shared.sync_query(Q_PIN, list(pins))
 
 
-def _metric_columns(frame: Any) -> list[str]:
-    from monitor_cb.analysis.series import metric_columns
-
-    return metric_columns(frame)
+def _metric_names(run: Any) -> list[str]:
+    """The run's metrics, once per data version."""
+    return _METRICS.get(run.version or ("frame", id(run.frame)), lambda: am.numeric_metrics(run.frame))
 
 
 def _groups(n: int) -> str:

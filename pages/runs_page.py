@@ -96,6 +96,7 @@ def runs_page() -> None:
         note += f" · statistics of {result.left:,} runs still being read"
     st.caption(note)
     show_drops(runs, result)
+    show_time_notes(runs, cache, result)
     table_tab, sweeps_tab = st.tabs(["Table", "Sweeps"])
     with table_tab:
         picked = show_table(result, now)
@@ -227,6 +228,15 @@ def show_drops(runs: Sequence[Any], result: RunsView) -> None:
     if len(notes) > 10:
         lines.append(f"and {len(notes) - 10} more runs (the dropped column)")
     st.warning("  \n".join(lines), icon=":material/warning:")
+
+
+def show_time_notes(runs: Sequence[Any], cache: Any, result: RunsView) -> None:
+    """One note naming the shown runs whose record times could not be dates (names escaped: plain text)."""
+    from monitor_cb.views.runs_view import time_notes
+
+    notes = time_notes(runs, cache, result.shown.ids)
+    if notes:
+        st.caption("  \n".join(f"{_shared.md(name)}: {_shared.md(note)}" for name, note in notes[:10]))
 
 
 def show_table(result: RunsView, now: float) -> list[str]:

@@ -3,9 +3,10 @@
 TensorBoard's "ignore outliers in chart scaling" takes the 5th to 95th percentile; that would cut off the
 loss spikes a user must see. Here a point is an outlier only when it lies far beyond the bulk: more
 than :data:`FENCE` times the bulk's spread (the 5th to 95th percentile; at least twice the median's
-size, so a loss of 2 keeps its spikes to 14; on a log axis in decades, at least one) past it. The axis
-then spans every point inside the fence; each point outside is drawn as a triangle at the axis edge, in
-its trace's colour, whose hover says the true value.
+size, so a loss of 2 keeps its spikes to 14; on a log axis in decades, at least one) past it, and only
+when such points would squeeze the others into under a third of the axis. The axis then spans every
+point inside the fence; each point outside is drawn as a triangle at the axis edge, in its trace's
+colour, whose hover says the true value.
 A chart with no such point keeps plotly's autorange: nothing changes for a well-behaved curve.
 
 :func:`fit_bulk_spec` works on a figure's plain dicts, as :mod:`monitor_cb.charts.axes` does, so
@@ -29,6 +30,8 @@ FENCE = 3.0  # an outlier lies more than this many bulk spreads beyond the bulk
 # first loss of 155 or 1e12 is an outlier. Log axis: at least a decade (three decades beyond the bulk).
 MIN_REL_SPREAD = 2.0
 MIN_LOG_SPREAD = 1.0
+# ... and only when they squeeze the rest into less than this fraction of the axis
+FLATTENS = 1 / 3
 PAD = 0.05  # of the span, each side (as plotly's autorange leaves room)
 MIN_POINTS = 8  # fewer drawn points: no statistics, autorange
 EDGE_SYMBOLS = {"hi": "triangle-up", "lo": "triangle-down"}
@@ -79,6 +82,9 @@ def bulk_range(values: np.ndarray, log: bool = False) -> BulkRange | None:
     inside = (scaled >= lo_fence) & (scaled <= hi_fence)
     if inside.all() or not inside.any():
         return None
+    kept_span = float(scaled[inside].max() - scaled[inside].min())
+    if kept_span > FLATTENS * float(scaled.max() - scaled.min()):
+        return None  # the points outside do not squeeze the rest (a loss falling from 2.3 to 0.1 keeps its start)
     kept = y[inside]
     return BulkRange(float(kept.min()), float(kept.max()), log)
 

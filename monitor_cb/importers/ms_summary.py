@@ -39,6 +39,7 @@ from monitor_cb.importers.ms_scan import record_order, scan_scalars
 from monitor_cb.importers.tags import tag_key
 from monitor_cb.importers.tfrecord import FOOTER, HEADER, RECORD_CAP, frame
 from monitor_cb.ingest.batch import Batch
+from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import STEP_LIMIT
 from monitor_cb.rootfile import UnsafeFileError, open_regular, read_capped
 
@@ -229,8 +230,11 @@ class SummaryRun:
         found: list[tuple[int, str, str]] = []
         with os.scandir(self.path) as entries:
             for entry in entries:
-                if is_summary_file(entry.name) and entry.path not in self.files:
-                    found.append((stamp_of(entry.name), entry.name, entry.path))
+                if not is_summary_file(entry.name) or entry.path in self.files:
+                    continue
+                if entry.is_symlink() and is_within(Path(entry.path), self.root):
+                    continue  # an alias of a file read under its own name (a link out of the root is refused)
+                found.append((stamp_of(entry.name), entry.name, entry.path))
         for _, name, path in sorted(found):
             rank = rank_of(name)
             seg = 1 + sum(1 for f in self.files.values() if f.rank == rank)

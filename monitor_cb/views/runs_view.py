@@ -138,6 +138,25 @@ def runs_view(
     return RunsView(table, shown, error, left)
 
 
+def time_notes(infos: Sequence[Any], cache: StatsCache, shown: Sequence[str]) -> list[tuple[str, str]]:
+    """``(run name, note)`` for the shown runs with record times past any plausible date: those times were
+    refused (not used for the duration or the first and last time), and the note says so."""
+    wanted, notes = set(shown), []
+    for info in infos:
+        stats = cache.cached(info) if info.id in wanted else None
+        if stats is not None and stats.refused_times:
+            count = stats.refused_times
+            noun = "time" if count == 1 else "times"
+            notes.append(
+                (
+                    str(info.name or info.id),
+                    f"{count:,} record {noun} outside any plausible date (such as {stats.refused_example:.6g}) "
+                    "not used for its duration",
+                )
+            )
+    return notes
+
+
 def page_table(view: RunsView, now: float) -> pd.DataFrame:
     """The shown rows as text (:func:`~monitor_cb.compare.runs_table.display_table`) without hidden columns
     (``name`` only where some run's name differs from its id): the run, status, steps and duration, then

@@ -193,3 +193,13 @@ def test_figure_cache_builds_once_and_is_bounded() -> None:
     cache.get("c", lambda: build(4))
     assert cache.get("a", lambda: build(5)) == 5
     assert calls == [1, 3, 4, 5]
+
+
+def test_numeric_metrics_is_metric_columns() -> None:
+    from monitor_cb.analysis.series import metric_columns
+    from monitor_cb.views.all_metrics import numeric_metrics
+
+    frame = pd.DataFrame(
+        {"step": [1], "t": [1.0], "rank": [0], "loss": [1.0], "event": ["x"], "n": [3], "flag": [True], "x/y": [2.0]}
+    )
+    assert numeric_metrics(frame) == metric_columns(frame)
