@@ -13,7 +13,8 @@ imports the pages, lists the log root and reads its newest run while the first b
 (``_warm_up``; the port answers before the pages are imported); with
 ``$MONITOR_DASHBOARD_TOKEN`` set (a value, or ``auto`` for a random one), every route but
 ``/_stcore/health`` and the WebSocket need that token (:mod:`monitor_cb.views.tokenguard`), and
-the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; and the
+the link to open is printed at start (``http://127.0.0.1:8501/?token=…``), as Jupyter does; ``/live?run=…``
+is redirected to the Live page at ``/`` (:mod:`monitor_cb.views.page_alias`); and the
 page registry is set up before the first browser connects, so a shared link to any page opens
 cleanly on a fresh server.
 """
@@ -35,6 +36,7 @@ PAGES = (
     "pages.compare_page",
     "pages.replay_page",
     "pages.runs_page",
+    "pages.all_metrics_page",
     "pages.layers_page",
     "pages.settings_page",
 )
@@ -53,6 +55,7 @@ def main() -> None:
     (A page's ``url_path`` must not equal a file name in ``pages/``: AppTest would then rerun that
     file instead of the page function.)
     """
+    from pages.all_metrics_page import all_metrics_page
     from pages.compare_page import compare_page
     from pages.layers_page import layers_page
     from pages.live_page import live_page
@@ -67,6 +70,7 @@ def main() -> None:
             st.Page(compare_page, title="Compare", icon=":material/stacked_line_chart:", url_path="compare"),
             st.Page(replay_page, title="Replay", icon=":material/replay:", url_path="replay"),
             st.Page(runs_page, title="Runs", icon=":material/table_rows:", url_path="runs"),
+            st.Page(all_metrics_page, title="All metrics", icon=":material/grid_view:", url_path="metrics"),
             st.Page(layers_page, title="Layers", icon=":material/view_list:", url_path="layers"),
             st.Page(settings_page, title="Settings", icon=":material/settings:", url_path="settings"),
         ]
@@ -162,6 +166,7 @@ else:
     from starlette.middleware import Middleware
 
     from monitor_cb.views.hostguard import HostGuard
+    from monitor_cb.views.page_alias import PageAlias
     from monitor_cb.views.preload import ModulePreload
     from monitor_cb.views.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
@@ -172,6 +177,8 @@ else:
         middleware=[
             Middleware(HostGuard, patterns=_allowed_hosts),
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
+            # /live?run=… opens the Live page (served at "/") without Streamlit's "Page not found" dialog
+            Middleware(PageAlias, base_path=_base_path),
             # Streamlit's Plotly module loaded and run with the page, not after the first chart arrives
             Middleware(ModulePreload, hrefs=_preloads()),
         ],

@@ -303,3 +303,21 @@ def tile_width(label: str, value: str, delta: Any = None) -> int:
     """Pixels a tile needs for its value (36 px font), label and delta (14 px), with a margin."""
     small = max(len(label) + 3, len(str(delta or "")) + 4)  # + the help icon / the delta's padding
     return int(max(VALUE_PX_PER_CHAR * len(value), LABEL_PX_PER_CHAR * small)) + 8
+
+
+# ----------------------------------------------------------------------------- outliers
+Q_OUTLIERS = "outliers"
+OUTLIERS_HELP = (
+    "Off: the y axis fits the bulk of the points, and a point far outside it (a first loss of 1e12) is a "
+    "triangle at the edge, its value in the hover. On: the axis spans every point."
+)
+
+
+def outliers_toggle(where: Any, key: str) -> bool:
+    """A "Show outliers" switch (off by default, ``?outliers=1`` in the URL); True when the y axes should fit
+    the bulk of the points (:mod:`monitor_cb.charts.outliers`)."""
+    if key not in st.session_state:  # first render on this page: the URL decides
+        st.session_state[key] = st.query_params.get(Q_OUTLIERS) == "1"
+    shown = bool(where.toggle("Show outliers", key=key, help=OUTLIERS_HELP))
+    sync_query(Q_OUTLIERS, "1" if shown else None)
+    return not shown

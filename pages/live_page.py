@@ -48,6 +48,7 @@ from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 ZOOM_LO, ZOOM_HI = "zoom_lo", "zoom_hi"
 ZOOM_EXACT = "zoom_exact"  # (x kind, step lo, step hi, x0, x1) of the last drag
 HIDDEN = "legend_hidden"
+K_NOTES = "notes_on_charts"  # info findings (plateaus) drawn as bands only when on
 X_LABELS = {"step": "step", "time": "wall time (UTC)", "elapsed_min": "relative time (min)", "samples": "samples"}
 # The charts' names on their pills (the chart's own title is on the chart)
 PANEL_SHORT = {
@@ -181,10 +182,12 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="panels",
         help="; ".join(f"{PANEL_SHORT.get(k, k)}: {t}" for k, t in panel_titles.items()),
     )
-    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.7, 1.5], vertical_alignment="bottom")  # room for "Log y"
+    # room for "Log y", and for "Show outliers" above "Reset zoom" (a third toggle under Log x pushed the charts down)
+    c2, c3, c0, c1, c5 = st.columns([2, 1.5, 2.2, 2.2, 2.0], vertical_alignment="bottom")
     x = c2.selectbox("X axis", xs, format_func=X_LABELS.get, key="x_axis")
     log_y = c3.toggle("Log y", key="log_y")
     log_x = c3.toggle("Log x", key="log_x", disabled=x == "time", help="Steps or samples on a log scale.")
+    fit_bulk = _shared.outliers_toggle(c5, "show_outliers")
     st.session_state.setdefault("smoothing", 0.6)
     st.session_state.setdefault("smoother", DEFAULT_SMOOTHER)
     smoother = c0.selectbox(
@@ -201,6 +204,12 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         on_click=_reset_zoom,
         key="reset_zoom",
         help="Drag in a chart to zoom (kept while new points arrive); double-click a chart or press this to reset.",
+    )
+    c3.toggle(
+        "Notes",
+        key=K_NOTES,
+        help="Draw info notes (a plateau) on the charts as bands; warnings and errors are always drawn. "
+        "Every note is listed under the charts either way.",
     )
     with st.expander("Axes, thresholds and zoom"):
         a1, a2, a3 = st.columns([2, 2, 1])
@@ -240,6 +249,7 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         n_out=int(n_out or ChartSettings.n_out),
         smoother=str(smoother or DEFAULT_SMOOTHER),
         log_x=bool(log_x) and x != "time",
+        fit_bulk=fit_bulk,
         roles=roles,
     )
 
@@ -407,14 +417,18 @@ def _live_body(
     shared = _shared.live_shared(str(store.root))
     wait = first_findings_wait(len(data), refresh_s)
     root = _shared.log_root()
-    findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
+    roles = {role: names for role, names, where in settings.roles if where == "set in the URL"}
+    findings = tuple(
+        _findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait, roles=roles)
+    )
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run, data.frame))
     _findings.sidebar_badge(findings, where)
     # one toast at a time (a summary when several are new), never a stack over the controls
     _findings.toast_new(run.id, findings, max_toasts=1, quiet_first=True)
     others = other_rank_cells(store, run.id, data)
-    request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id))
+    notes = bool(st.session_state.get(K_NOTES))
+    request = LiveRequest(settings, zoom_state(), findings, others or None, (str(store.root), run.id), notes)
     live = process(run, data, request, time.time(), shared)
     show(live)
     if not live.empty:

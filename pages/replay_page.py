@@ -40,6 +40,7 @@ SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
 REPLAYABLE = ("finished", "failed", "stopped", "crashed", "ended")  # ended: a run that recorded no status
 SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
 WHOLE_RUN = -1  # the "jump to" choice that replays the whole run
+K_FIT_BULK = "rp_fit_bulk"  # y axes fit the bulk of the points (the sidebar's "Show outliers" off)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def replay_page() -> None:
     st.title("Replay")
     source = st.sidebar.radio("Replay", list(SOURCES), format_func=SOURCES.get, key=K_SOURCE)
     subject = upload_subject() if source == "upload" else run_subject(store, runs, root)
+    st.session_state[K_FIT_BULK] = _shared.outliers_toggle(st.sidebar, "rp_outliers")
     steps = replay.unique_steps(subject.frame)
     if steps.size == 0:
         st.info("This run has no training steps to replay.")
@@ -298,7 +300,8 @@ def _replay_body(subject: Subject, steps: np.ndarray) -> None:
         st.slider("Step", min_value=first, max_value=last, key=K_CURSOR, help="The charts show the run up to here.")
     rows = replay.rows_until(subject.frame, cursor)
     show_position(subject, rows, cursor, last)
-    figures = replay.replay_figures(subject.frame, subject.logged, rows, x_range=(first, last))
+    fit_bulk = bool(state.get(K_FIT_BULK, True))
+    figures = replay.replay_figures(subject.frame, subject.logged, rows, x_range=(first, last), fit_bulk=fit_bulk)
     for i, fig in enumerate(figures):
         st.plotly_chart(fig, key=f"rp_chart_{i}", config=_shared.PLOTLY_CONFIG, theme=None)
     if not state.get(K_PLAYING) and state.get("rp_was_playing"):
@@ -328,7 +331,13 @@ def show_window(subject: Subject, item: replay.Notable) -> None:
     st.markdown(f"**Step {item.step:,}** · {_shared.md(item.label)}")
     st.caption(f"{n_rows:,} rows around it, at full resolution (±{replay.WINDOW} logged steps).")
     figures = replay.replay_figures(
-        subject.frame, subject.logged, rows, marker=item, n_out=max(1000, n_rows), uirevision=f"window{item.step}"
+        subject.frame,
+        subject.logged,
+        rows,
+        marker=item,
+        n_out=max(1000, n_rows),
+        uirevision=f"window{item.step}",
+        fit_bulk=bool(st.session_state.get(K_FIT_BULK, True)),
     )
     for i, fig in enumerate(figures):
         st.plotly_chart(fig, key=f"rp_window_{i}", config=_shared.PLOTLY_CONFIG, theme=None)

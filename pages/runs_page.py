@@ -20,10 +20,12 @@ import streamlit as st
 
 from monitor_cb.charts.sweeps import MAX_RUNS, parallel_coordinates_figure, sweep_scatter_figure
 from monitor_cb.compare.colors import run_colors
+from monitor_cb.compare.runhealth import HealthCache
 from monitor_cb.compare.runs_table import STATS, group_table
 from monitor_cb.compare.runstats import StatsCache, store_loader
 from monitor_cb.compare.summary_table import lower_is_better
 from monitor_cb.ingest.dropnote import drop_note
+from monitor_cb.ingest.viewer_work import Background
 from monitor_cb.views.escape import escape_code
 from monitor_cb.views.runs_view import (
     MAX_COMPARE,
@@ -40,6 +42,7 @@ from monitor_cb.views.runs_view import (
 from monitor_cb.views.summary_cells import summary_display
 from pages import _shared
 from pages._demo import show_empty_root
+from pages._findings import current_settings
 
 K_TEXT, K_EXPR, K_SORT, K_DESC, K_GROUP, K_ALL, K_STATS = (
     "runs_filter",
@@ -61,6 +64,13 @@ def _stats_cache(root: str, _store: Any) -> StatsCache:
     return StatsCache(store_loader(_store))
 
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _health_cache(root: str, _store: Any) -> HealthCache:
+    """One HealthCache per log root (and store) and server process: runs are diagnosed in its own worker thread,
+    once per change of a run, never on the page's request path."""
+    return HealthCache(store_loader(_store), background=Background())
+
+
 def runs_page() -> None:
     """The page function given to ``st.Page``."""
     root = _shared.log_root()
@@ -74,8 +84,10 @@ def runs_page() -> None:
     query = controls()
     cache = _stats_cache(str(root), store)
     computed = cache.computed
+    health = _health_cache(str(root), store)
+    health.settings = current_settings(root)
     now = time.time()
-    result = runs_view(runs, cache, now, query)
+    result = runs_view(runs, cache, now, query, health=health)
     if result.error:
         st.error(f"Filter expression: {_shared.md(result.error)}", icon=":material/error:")
     sort_controls(result)
@@ -84,6 +96,7 @@ def runs_page() -> None:
         note += f" · statistics of {result.left:,} runs still being read"
     st.caption(note)
     show_drops(runs, result)
+    show_time_notes(runs, cache, result)
     table_tab, sweeps_tab = st.tabs(["Table", "Sweeps"])
     with table_tab:
         picked = show_table(result, now)
@@ -94,6 +107,20 @@ def runs_page() -> None:
         show_sweeps(result)
     if result.left and cache.computed > computed:
         st.rerun()  # the rest of the statistics, within the next render's budget
+    health.submit_pending()  # the worker starts once the page is drawn
+    pending = health.pending(runs)
+    if pending:
+        st.caption(f"Health of {pending:,} runs being diagnosed…")
+        st.fragment(run_every=HEALTH_POLL_S)(_rerun_when_diagnosed)(health, health.computed)
+
+
+HEALTH_POLL_S = 2.0
+
+
+def _rerun_when_diagnosed(health: HealthCache, seen: int) -> None:
+    """While runs wait for their health: rerun the page once the worker finished more of them."""
+    if health.computed > seen:
+        st.rerun(scope="app")
 
 
 # ----------------------------------------------------------------------------- controls
@@ -201,6 +228,15 @@ def show_drops(runs: Sequence[Any], result: RunsView) -> None:
     if len(notes) > 10:
         lines.append(f"and {len(notes) - 10} more runs (the dropped column)")
     st.warning("  \n".join(lines), icon=":material/warning:")
+
+
+def show_time_notes(runs: Sequence[Any], cache: Any, result: RunsView) -> None:
+    """One note naming the shown runs whose record times could not be dates (names escaped: plain text)."""
+    from monitor_cb.views.runs_view import time_notes
+
+    notes = time_notes(runs, cache, result.shown.ids)
+    if notes:
+        st.caption("  \n".join(f"{_shared.md(name)}: {_shared.md(note)}" for name, note in notes[:10]))
 
 
 def show_table(result: RunsView, now: float) -> list[str]:

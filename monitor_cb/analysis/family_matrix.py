@@ -3,12 +3,12 @@
 The heatmap of a family draws each parameter's value against its own recent baseline. With 1,000
 parameters x 100k steps the raw values cannot be drawn or even kept per viewer, so each row is
 reduced to at most ``buckets`` step buckets holding the bucket's maximum and minimum (a spike
-survives any zoom out), its log-mean (the bucket's typical level) and its count of logged NaN/Inf.
+survives any zoom out), its mean magnitude (the bucket's typical level) and its count of logged NaN/Inf.
 All four merge exactly, so when the run outgrows the budget neighbouring buckets are merged in
 pairs (the bucket width doubles) and nothing is read twice: a refresh folds in the rows after the
 last one it saw. Memory is ``parameters x buckets`` whatever the run's length.
 
-The baseline of a bucket is the median of the log-means of the ``baseline_buckets`` buckets before
+The baseline of a bucket is the median of the (log) mean magnitudes of the ``baseline_buckets`` buckets before
 it, so a parameter that jumps 30x reads ``log10(30) ~ 1.5`` whatever its scale, and the jump itself
 does not raise its own baseline.
 """
@@ -109,7 +109,7 @@ class FamilyMatrix:
         p, b = len(self.columns), self.options.buckets
         self.hi = np.full((p, b), np.nan)
         self.lo = np.full((p, b), np.nan)
-        self.logsum = np.zeros((p, b))
+        self.total = np.zeros((p, b))  # sum of |value| over the finite values
         self.count = np.zeros((p, b), np.int64)
         self.bad = np.zeros((p, b), np.int64)
         self.first = np.full(b, np.iinfo(np.int64).max, np.int64)  # first and last step seen in each bucket
@@ -139,43 +139,85 @@ class FamilyMatrix:
 
     def _fold(self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None, a: int, b: int) -> None:
         steps = pd.to_numeric(frame["step"].iloc[a:b], errors="coerce").to_numpy(np.float64)
-        values = np.full((b - a, len(self.columns)), np.nan)
-        logged_bad = np.zeros((b - a, len(self.columns)), bool)
-        for j, column in enumerate(self.columns):
-            if column not in frame.columns:
-                continue
-            col = pd.to_numeric(frame[column].iloc[a:b], errors="coerce").to_numpy(np.float64)
-            values[:, j] = col
-            bad = ~np.isfinite(col)
-            if bad.any():
-                mask = masks.get(column) if masks is not None else None
-                logged = np.asarray(mask[a:b], bool) if mask is not None and len(mask) == len(frame) else ~np.isnan(col)
-                logged_bad[:, j] = bad & logged
-        keep = np.isfinite(steps) & (np.isfinite(values).any(axis=1) | logged_bad.any(axis=1))
+        values = self._values(frame, a, b)
+        finite = np.isfinite(values)
+        clean = bool(finite.all())  # the usual case: every value logged and finite, the fast path
+        bad = None if clean else self._logged_bad(values, finite, frame, masks, a, b)
+        keep = np.isfinite(steps)
+        if bad is not None:
+            keep &= finite.any(axis=1) | bad.any(axis=1)  # rows where the family was logged
         if not keep.any():
             return
-        steps, values, logged_bad = steps[keep].astype(np.int64), values[keep], logged_bad[keep]
+        if not keep.all():
+            steps, values, finite = steps[keep], values[keep], finite[keep]
+            bad = bad[keep] if bad is not None else None
+        steps = steps.astype(np.int64)
         if self.origin is None:
             self.origin = int(steps.min())
         index = np.maximum(steps - self.origin, 0) // self.width
         while index.max() >= self.options.buckets:
             self._merge_pairs()
             index = np.maximum(steps - self.origin, 0) // self.width
-        order = np.argsort(index, kind="stable")
-        index, steps, values, logged_bad = index[order], steps[order], values[order], logged_bad[order]
+        if np.any(index[1:] < index[:-1]):  # steps out of order (a resumed segment): bucket them in order
+            order = np.argsort(index, kind="stable")
+            index, steps, values, finite = index[order], steps[order], values[order], finite[order]
+            bad = bad[order] if bad is not None else None
         cuts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
         at = index[cuts]
-        finite = np.isfinite(values)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logs = np.where(finite, np.log(np.maximum(np.abs(values), _TINY)), 0.0)
-        self.hi[:, at] = np.fmax(self.hi[:, at], np.fmax.reduceat(np.where(finite, values, np.nan), cuts, axis=0).T)
-        self.lo[:, at] = np.fmin(self.lo[:, at], np.fmin.reduceat(np.where(finite, values, np.nan), cuts, axis=0).T)
-        self.logsum[:, at] += np.add.reduceat(logs, cuts, axis=0).T
-        self.count[:, at] += np.add.reduceat(finite.astype(np.int64), cuts, axis=0).T
-        self.bad[:, at] += np.add.reduceat(logged_bad.astype(np.int64), cuts, axis=0).T
+        if clean:
+            hi = np.maximum.reduceat(values, cuts, axis=0)
+            lo = np.minimum.reduceat(values, cuts, axis=0)
+            total = np.add.reduceat(np.abs(values), cuts, axis=0, dtype=np.float64)
+            count = np.diff(np.r_[cuts, len(values)])[:, None]
+        else:
+            shown = np.where(finite, values, np.nan)
+            hi = np.fmax.reduceat(shown, cuts, axis=0)
+            lo = np.fmin.reduceat(shown, cuts, axis=0)
+            total = np.add.reduceat(np.where(finite, np.abs(values), 0.0), cuts, axis=0, dtype=np.float64)
+            count = np.add.reduceat(finite, cuts, axis=0, dtype=np.int64)
+            self.bad[:, at] += np.add.reduceat(bad, cuts, axis=0, dtype=np.int64).T
+        self.hi[:, at] = np.fmax(self.hi[:, at], hi.T)
+        self.lo[:, at] = np.fmin(self.lo[:, at], lo.T)
+        self.total[:, at] += total.T
+        self.count[:, at] += count.T
         self.first[at] = np.minimum(self.first[at], np.minimum.reduceat(steps, cuts))
         self.last[at] = np.maximum(self.last[at], np.maximum.reduceat(steps, cuts))
         self.n = max(self.n, int(at.max()) + 1)
+
+    def _values(self, frame: pd.DataFrame, a: int, b: int) -> np.ndarray:
+        """Rows ``a:b`` of the family's columns (NaN for a column the frame lacks), in the frame's own float
+        width (a float32 family stays float32: half the bytes to scan)."""
+        at = [j for j, c in enumerate(self.columns) if c in frame.columns]
+        block = frame.iloc[a:b][[self.columns[j] for j in at]]
+        dtype = np.float32 if len(at) and all(d == np.float32 for d in block.dtypes) else np.float64
+        try:
+            got = block.to_numpy(dtype)  # one copy for every column
+        except (TypeError, ValueError):  # text in a column: that text reads as not logged
+            got = block.apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+            dtype = np.float64
+        if len(at) == len(self.columns):
+            return got
+        values = np.full((b - a, len(self.columns)), np.nan, dtype)
+        values[:, at] = got
+        return values
+
+    def _logged_bad(
+        self,
+        values: np.ndarray,
+        finite: np.ndarray,
+        frame: pd.DataFrame,
+        masks: Mapping[str, np.ndarray] | None,
+        a: int,
+        b: int,
+    ) -> np.ndarray:
+        """Per cell: NaN or Inf that was logged (a NaN where nothing was logged is a gap, not a blow-up)."""
+        bad = np.zeros(values.shape, bool)
+        for j in np.flatnonzero(~finite.all(axis=0)):  # only columns holding NaN/Inf here
+            column = self.columns[j]
+            mask = masks.get(column) if masks is not None and column in frame.columns else None
+            logged = np.asarray(mask[a:b], bool) if mask is not None and len(mask) == len(frame) else None
+            bad[:, j] = ~finite[:, j] & (logged if logged is not None else ~np.isnan(values[:, j]))
+        return bad
 
     def _merge_pairs(self) -> None:
         """Double the bucket width: bucket k and k+1 (k even) become bucket k // 2."""
@@ -190,7 +232,7 @@ class FamilyMatrix:
 
         self.hi = merge(self.hi, np.fmax, np.nan)
         self.lo = merge(self.lo, np.fmin, np.nan)
-        self.logsum = merge(self.logsum, np.add, 0.0)
+        self.total = merge(self.total, np.add, 0.0)
         self.count = merge(self.count, np.add, 0)
         self.bad = merge(self.bad, np.add, 0)
         self.first = merge(self.first, np.minimum, np.iinfo(np.int64).max)
@@ -204,7 +246,7 @@ class FamilyMatrix:
         used = np.flatnonzero(self.first[:n] <= self.last[:n])
         hi, lo, count, bad = self.hi[:, used], self.lo[:, used], self.count[:, used], self.bad[:, used]
         with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.where(count > 0, self.logsum[:, used] / np.maximum(count, 1), np.nan)
+            level = np.log(np.maximum(np.where(count > 0, self.total[:, used] / np.maximum(count, 1), np.nan), _TINY))
             base, judged = _trailing_median(level, self.options.baseline_buckets, self.options.min_baseline)
             up = np.log(np.maximum(np.abs(hi), _TINY)) - base
             down = np.log(np.maximum(np.abs(lo), _TINY)) - base

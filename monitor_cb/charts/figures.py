@@ -136,8 +136,8 @@ def dual_axis_figure(
             bad_x = add_metric(fig, series, xa, plot, filters, options.n_out, data.cache_key)
             if bad_x is not None:
                 first_bad.setdefault(bad_x, []).append(metric)
-    for bad_x, names in sorted(first_bad.items(), key=lambda item: item[0]):
-        add_first_nonfinite_line(fig, bad_x, names, xa)
+    for row, (bad_x, names) in enumerate(sorted(first_bad.items(), key=lambda item: item[0])):
+        add_first_nonfinite_line(fig, bad_x, names, xa, row)
     present_right = [m for m in right if m in df.columns]
     labels = Labels(
         y=y_title or ", ".join(m for m in left if m in df.columns),
@@ -145,7 +145,7 @@ def dual_axis_figure(
         title=title,
     )
     layout = layout_dict(xa, options, labels, log_y2=log_y2)
-    return fig.prepared(layout) if data.prepared else fig.figure(layout)
+    return fig.prepared(layout, options.fit_bulk) if data.prepared else fig.figure(layout, options.fit_bulk)
 
 
 def eval_figure(

@@ -50,6 +50,8 @@ class ChartOptions:
         smoother: how ``smoothing`` smooths: ``ema`` (TensorBoard's), ``mean`` (running average) or
             ``gaussian`` (:data:`monitor_cb.analysis.smoothing.SMOOTHERS`); the raw line stays, faint.
         log_x: log scale on a numeric x axis (steps, samples); x <= 0 is not drawn there.
+        fit_bulk: y axes fit the bulk of the drawn points; points far outside are triangles at the axis
+            edge, the true value in their hover (:mod:`monitor_cb.charts.outliers`). The pages turn it on.
     """
 
     x: str = "step"
@@ -62,6 +64,7 @@ class ChartOptions:
     height: int | None = None
     smoother: str = "ema"
     log_x: bool = False
+    fit_bulk: bool = False
 
     def __post_init__(self) -> None:
         pairs = self.thresholds.items() if isinstance(self.thresholds, Mapping) else self.thresholds

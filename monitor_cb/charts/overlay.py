@@ -79,7 +79,7 @@ def overlay_figures(
                 if curve is not None:
                     look = _RunLook(run, colors[run.id], "legendonly" if run.id in hidden else True)
                     _add_run(spec, look, metric, curve, options, grid)
-        figures[metric] = spec.figure(_layout(xa, options, metric, many=len(runs) > MANY_RUNS))
+        figures[metric] = spec.figure(_layout(xa, options, metric, many=len(runs) > MANY_RUNS), options.fit_bulk)
     return figures
 
 

@@ -173,17 +173,30 @@ def _panel(fig: go.Figure, metric: str) -> go.Figure:
 
 
 def y_extent(fig: go.Figure, log_y: bool) -> tuple[float, float] | None:
-    """The lowest and highest finite y a figure draws (positive values only on a log axis)."""
+    """The lowest and highest finite y a figure draws (positive values only on a log axis); within its y range
+    when one is set (the bulk of the points, :mod:`monitor_cb.charts.outliers`)."""
     lows, highs = [], []
+    shown = _fixed_y(fig, log_y)
     for trace in fig.data:
         if getattr(trace, "visible", True) is False or trace.y is None:
             continue
         y = np.asarray(trace.y, dtype=np.float64)
         y = y[np.isfinite(y) & (y > 0)] if log_y else y[np.isfinite(y)]
+        if shown is not None:
+            y = y[(y >= shown[0]) & (y <= shown[1])]
         if y.size:
             lows.append(float(y.min()))
             highs.append(float(y.max()))
     return (min(lows), max(highs)) if lows else None
+
+
+def _fixed_y(fig: go.Figure, log_y: bool) -> tuple[float, float] | None:
+    """The left y axis' set range in data units, None for autorange."""
+    axis = fig.layout.yaxis
+    if axis.autorange is not False or axis.range is None:
+        return None
+    lo, hi = (float(v) for v in axis.range)
+    return (10.0**lo, 10.0**hi) if log_y else (lo, hi)
 
 
 def share_y(figures: Sequence[go.Figure], log_y: bool) -> tuple[float, float] | None:

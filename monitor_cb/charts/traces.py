@@ -22,8 +22,10 @@ from monitor_cb.analysis.series_cache import SERIES_CACHE
 from monitor_cb.analysis.smoothing import ema_debiased, smooth
 from monitor_cb.charts.axes import pin_constant_axes, pin_constant_axes_spec
 from monitor_cb.charts.options import Masks, Rows, Threshold
+from monitor_cb.charts.outliers import fit_bulk_spec
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
+from monitor_cb.charts.single_x import pin_single_x_spec
 from monitor_cb.charts.style import NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR, compact_array, escape_html
 
 # The smoothed line is a trend, and a schedule (lr) is smooth by construction: they are drawn with
@@ -54,29 +56,36 @@ class FigureSpec:
     def add_annotation(self, **annotation: Any) -> None:
         self.annotations.append(annotation)
 
-    def figure(self, layout: dict[str, Any]) -> go.Figure:
-        """The ``go.Figure`` (built unvalidated: every value here comes from the builders' code)."""
-        layout = dict(layout)
-        if self.shapes:
-            layout["shapes"] = self.shapes
-        if self.annotations:
-            layout["annotations"] = self.annotations
+    def figure(self, layout: dict[str, Any], fit_bulk: bool = False) -> go.Figure:
+        """The ``go.Figure`` (built unvalidated: every value here comes from the builders' code).
+
+        ``fit_bulk``: y axes fit the bulk of the points, outliers marked at the edge
+        (:mod:`~monitor_cb.charts.outliers`).
+        """
+        layout = self._layout(layout, fit_bulk)
         fig = go.Figure(data=self.data, layout=layout, _validate=False)
         # later changes by a caller are checked (and normalised) as usual
         for obj in (fig, fig.layout, *fig.data):
             obj._validate = True
         return pin_constant_axes(fig)
 
-    def prepared(self, layout: dict[str, Any]) -> PreparedFigure:
+    def prepared(self, layout: dict[str, Any], fit_bulk: bool = False) -> PreparedFigure:
         """The finished figure as its dict, with no plotly objects built: what :meth:`figure` followed by
         ``to_dict()`` gives, at a fraction of the cost (a live refresh builds every chart anew)."""
+        layout = self._layout(layout, fit_bulk)
+        pin_constant_axes_spec(self.data, layout)
+        return PreparedFigure.of({"data": typed_arrays(self.data), "layout": typed_arrays(layout)})
+
+    def _layout(self, layout: dict[str, Any], fit_bulk: bool) -> dict[str, Any]:
         layout = dict(layout)
         if self.shapes:
             layout["shapes"] = self.shapes
         if self.annotations:
             layout["annotations"] = self.annotations
-        pin_constant_axes_spec(self.data, layout)
-        return PreparedFigure.of({"data": typed_arrays(self.data), "layout": typed_arrays(layout)})
+        if fit_bulk:
+            fit_bulk_spec(self.data, layout)
+        pin_single_x_spec(self.data, layout)
+        return layout
 
 
 def typed_arrays(value: Any) -> Any:
@@ -450,9 +459,16 @@ def _add_threshold(fig: Figureish, xv: np.ndarray, y: np.ndarray, plot: MetricPl
     )
 
 
-def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa: XAxis) -> None:
+# The label starts this far beside its line: the finding's own label ("nan", drawn upright on the line,
+# about 12 px wide) would cover its first letters. Each further label on the chart sits a row lower.
+NONFINITE_LABEL_GAP_PX = 9
+NONFINITE_LABEL_ROW_PX = 16
+
+
+def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa: XAxis, row: int = 0) -> None:
     """Dotted vertical line and label at the first non-finite point (shape + annotation: add_vline
-    with an annotation fails on datetime axes)."""
+    with an annotation fails on datetime axes). ``row``: the label's place among the chart's
+    non-finite labels (0 = top), so that two (loss and eval_loss) do not run into each other."""
     # plotly autoranges over annotations: text running off the data would widen the x axis, so
     # the label extends towards the middle of the data (usually left: runs die near their end).
     valid = xa.values[valid_x(xa.values)]
@@ -480,6 +496,8 @@ def add_first_nonfinite_line(fig: Figureish, x_value: Any, names: list[str], xa:
         yref="paper",
         yanchor="top",
         xanchor=anchor,
+        xshift=NONFINITE_LABEL_GAP_PX if anchor == "left" else -NONFINITE_LABEL_GAP_PX,
+        yshift=-NONFINITE_LABEL_ROW_PX * row,
         text=escape_html(f"first non-finite {', '.join(names)} @ {xa.title} {at}"),
         showarrow=False,
         font={"color": NONFINITE_COLOR, "size": 11},

@@ -6,8 +6,9 @@ functions serve any other front end. Row values come from the ``RunInfo`` list a
 
 Columns (all names can be typed in a filter expression, see :mod:`monitor_cb.compare.runexpr`):
 
-* ``id``, ``name``, ``status``, ``steps`` (last step), ``duration_s``, ``updated`` (last write, Unix s),
-  ``ranks``, ``records``, ``dropped`` (records the writer accepted and never wrote, from the
+* ``id``, ``name``, ``status``, ``health``, ``health.count``, ``health.step`` (the worst finding, when the
+  page gives them: :mod:`monitor_cb.compare.runhealth`), ``steps`` (last step), ``duration_s``, ``updated``
+  (last write, Unix s), ``ranks``, ``records``, ``dropped`` (records the writer accepted and never wrote, from the
   metadata), ``bad_lines``, ``reason``;
 * ``<metric>.<stat>`` for the key metrics (``loss``, ``eval_loss``, other ``eval_*``) and the chosen
   statistics (default ``last`` and ``best``; ``min``, ``max``, ``best_step`` on demand);
@@ -51,7 +52,9 @@ BASE_COLUMNS = (
 DEFAULT_STATS = ("last", "best")
 _ACTIVE = ACTIVE
 _GLOB = set("*?[")
-INT_COLUMNS = ("steps", "ranks", "records", "dropped", "bad_lines")
+INT_COLUMNS = ("steps", "ranks", "records", "dropped", "bad_lines", "health.count", "health.step")
+HEALTH_COLUMNS = ("health", "health.count", "health.step")  # with health_of (monitor_cb.compare.runhealth)
+RANKED = {"health": {"ok": 0, "warning": 1, "error": 2}}  # text columns sorted by rank, not alphabetically
 INT_SUFFIXES = (".best_step", ".count", ".first_nonfinite_step")
 
 
@@ -106,6 +109,7 @@ def build_table(
     stats_of: Callable[[Any], RunStats],
     now: float,
     options: TableOptions | None = None,
+    health_of: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> RunsTable:
     """One row per run.
 
@@ -114,6 +118,8 @@ def build_table(
         stats_of: a run's statistics (``StatsCache.get``).
         now: Unix time, for the duration of running runs.
         options: what to show.
+        health_of: a run's health cells (``HealthCache.columns``: ``health``, ``health.count``,
+            ``health.step``; :mod:`monitor_cb.compare.runhealth`); None for no health columns.
     """
     options = options or TableOptions()
     stats = [stats_of(info) for info in infos]
@@ -121,11 +127,16 @@ def build_table(
     metrics = list(options.metrics) if options.metrics is not None else key_metrics(logged)
     metric_columns = [f"{m}.{stat}" for m in metrics for stat in options.stats]
     keys = config_keys([s.config_text for s in stats], options.all_config)
-    taken = set(BASE_COLUMNS) | set(metric_columns)
+    taken = set(BASE_COLUMNS) | set(metric_columns) | set(HEALTH_COLUMNS)
     config_columns = {key: (f"config.{key}" if key in taken else key) for key in keys}
     records, rows, texts = [], [], []
+    health_columns: list[str] = []
     for info, run in zip(infos, stats, strict=True):
         record = _base_row(info, run, now)
+        if health_of is not None:
+            cells = health_of(info)
+            record.update(cells)
+            health_columns = health_columns or list(cells)
         for m in metrics:
             values = run.metrics.get(m)
             for stat in options.stats:
@@ -135,7 +146,7 @@ def build_table(
         records.append(record)
         rows.append(_expression_row(record, run.config))
         texts.append(_search_text(info, run, config_columns))
-    columns = [*BASE_COLUMNS, *metric_columns, *config_columns.values()]
+    columns = [*BASE_COLUMNS, *health_columns, *metric_columns, *config_columns.values()]
     frame = _frame(records, columns, set(BASE_COLUMNS))
     names = frozenset(columns) | frozenset(k for r in rows for k in r)
     return RunsTable(frame, tuple(metric_columns), tuple(config_columns.values()), tuple(rows), names, tuple(texts))
@@ -237,6 +248,8 @@ def sort_table(table: RunsTable, column: str, descending: bool = False) -> RunsT
     missing = [i for i, v in enumerate(values) if absent(v)]
     numeric = all(_is_number(values[i]) for i in present)
     key: Callable[[int], Any] = (lambda i: float(values[i])) if numeric else (lambda i: show_value(values[i]).lower())
+    if column in RANKED:  # health: ok < warning < error, not alphabetical
+        key = lambda i: RANKED[column].get(str(values[i]), -1)  # noqa: E731
     ordered = sorted(present, key=key, reverse=descending)  # stable: ties keep the table's order
     return table.take(ordered + missing)
 

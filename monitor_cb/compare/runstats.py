@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ import pandas as pd
 from monitor_cb.analysis.series import float_values, logged_rows
 from monitor_cb.compare.configdiff import run_config, show_value
 from monitor_cb.compare.summary_table import lower_is_better
+from monitor_cb.ingest.status import TIME_MAX
 
 TRAIN_METRICS = ("loss",)
 
@@ -62,6 +63,8 @@ class RunStats:
     t_last: float | None = None
     config: Mapping[str, Any] = field(default_factory=dict)  # flattened config + meta.* keys
     config_text: Mapping[str, str] = field(default_factory=dict)  # the same, as shown (compared across runs)
+    refused_times: int = 0  # finite record times past any plausible date (ingest.status.TIME_MAX): not used
+    refused_example: float | None = None  # the largest of them, for the note
 
 
 def key_metrics(columns: Iterable[str]) -> list[str]:
@@ -111,13 +114,20 @@ def run_stats(
         for m in key_metrics(frame.columns):
             rows = logged_rows(frame, m, logged)
             metrics[m] = _stats(m, float_values(frame[m]), steps, rows)
-    t_first = t_last = None
+    t_first = t_last = refused_example = None
+    refused = 0
     if "t" in frame.columns and len(frame):
         t = float_values(frame["t"])
         t = t[np.isfinite(t)]
+        plausible = np.abs(t) <= TIME_MAX
+        refused = int(t.size - np.count_nonzero(plausible))
+        if refused:
+            refused_example = float(t[~plausible][np.argmax(np.abs(t[~plausible]))])
+            t = t[plausible]
         if t.size:
             t_first, t_last = float(t.min()), float(t.max())
-    return config_stats(meta, metrics, t_first, t_last)
+    stats = config_stats(meta, metrics, t_first, t_last)
+    return replace(stats, refused_times=refused, refused_example=refused_example) if refused else stats
 
 
 def config_stats(

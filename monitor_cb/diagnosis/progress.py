@@ -10,6 +10,7 @@ import pandas as pd
 
 from monitor_cb.diagnosis._stats import Series, column, finite_series, frame_steps, row_median, trailing_baseline
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
+from monitor_cb.diagnosis.pauses import explained_pause
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 from monitor_cb.ingest.status import ACTIVE
 
@@ -24,8 +25,16 @@ def detect_plateau(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fin
     return detect_no_signal(frame, settings) + detect_stuck(frame, settings) + _flat_stretches(frame, settings)
 
 
+# A flat stretch after the loss made more than this share of its descent so far is convergence, or a pause
+# in a descent: 78 such notes on 23 of 61 healthy real runs (slow noisy tails, epoch staircases, a smooth
+# curve falling 2 -> 0.75), none of which their labeller called a plateau. Flat near the start level is.
+_LEARNED_SHARE = 0.25
+_LEARNED_TOL = 3.0  # ... and a descent within this many plateau_rel tolerances is no learning at all
+
+
 def _flat_stretches(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding]:
-    """Stretches of ``plateau_points`` or more where the block-median loss never beat its best by ``plateau_rel``."""
+    """Stretches of ``plateau_points`` or more where the block-median loss never beat its best by ``plateau_rel``,
+    while the loss sits near the level it started from (before it had made a quarter of its descent so far)."""
     s = finite_series(frame, "loss")
     block = settings.plateau_smooth
     if s is None or len(s) < settings.plateau_points:
@@ -35,16 +44,32 @@ def _flat_stretches(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Fi
         return []
     level = row_median(s.values[: nb * block].reshape(nb, block))
     running_best = np.minimum.accumulate(level)
+    running_top = np.maximum.accumulate(level)
+    noise = _block_noise(level)
     need = -(-settings.plateau_points // block)  # blocks
     findings: list[Finding] = []
     anchor = 0
     while anchor < nb and len(findings) < _MAX_EPISODES:
-        target = level[anchor] - settings.plateau_rel * abs(level[anchor])
-        nxt = anchor + int(np.searchsorted(-running_best[anchor:], -target, side="right"))  # first block below
-        if nxt - anchor >= need:
+        tol = settings.plateau_rel * abs(level[anchor])
+        nxt = anchor + int(np.searchsorted(-running_best[anchor:], -(level[anchor] - tol), side="right"))
+        if nxt - anchor >= need and not _learned_before(level, running_top, running_best, anchor, max(tol, noise)):
             findings.append(_plateau_finding(s, anchor, min(nxt, nb) - 1, block, level[anchor], nxt >= nb, settings))
-        anchor = nxt
+        anchor = max(nxt, anchor + 1)
     return findings
+
+
+def _block_noise(level: np.ndarray) -> float:
+    """The block medians' own noise (a robust sigma from their successive differences)."""
+    d = np.diff(level)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0)) if d.size else 0.0
+
+
+def _learned_before(level: np.ndarray, top: np.ndarray, best: np.ndarray, anchor: int, tol: float) -> bool:
+    """Whether the loss had already fallen clearly from its top before ``anchor`` (by more than
+    :data:`_LEARNED_TOL` x ``tol``, the larger of ``plateau_rel`` and the block noise, and more than
+    :data:`_LEARNED_SHARE` of its whole descent so far): then a flat stretch is convergence, not a plateau."""
+    learned = float(top[anchor] - level[anchor])
+    return learned > _LEARNED_TOL * tol and learned > _LEARNED_SHARE * float(top[-1] - best[-1])
 
 
 def _plateau_finding(
@@ -55,15 +80,17 @@ def _plateau_finding(
     span = f"for {fmt_step(s.steps[end] - s.steps[start])} steps"
     what = (
         f"loss has not improved by {fmt_pct(settings.plateau_rel)} since step {fmt_step(s.steps[start])} "
-        f"({span}, level {fmt_num(best)})"
+        f"({span}, level {fmt_num(best)}), near the level it started from"
     )
     advice = (
-        "If the learning rate is still high it may be too high to settle, or too low to make progress; if it has "
-        "already decayed, training may have converged"
+        "The model may not be learning yet: if the learning rate is still warming up this can pass; otherwise "
+        "check the learning rate (too low to make progress, or too high to settle) and the data"
     )
     why = (
         f"the median of each {block} points (plateau_smooth) stayed above {fmt_pct(1 - settings.plateau_rel)} of "
-        f"{fmt_num(best)} for {end - start + 1} points (threshold plateau_points = {settings.plateau_points})"
+        f"{fmt_num(best)} for {end - start + 1} points (threshold plateau_points = {settings.plateau_points}), "
+        f"before the loss had made {fmt_pct(_LEARNED_SHARE)} of its descent (a flat stretch after that is "
+        "convergence and gets no note)"
     )
     details = {"variant": "flat", "level": float(best), "points": int(end - start + 1), "ongoing": bool(ongoing)}
     message = explain(what, advice, why)
@@ -94,7 +121,9 @@ def detect_stalled(
 
     A past gap counts when it is at least ``stall_gap_seconds``, ``stall_factor`` x the usual interval
     before it and 1.5 x the longest interval before it (so a periodic evaluation or checkpoint pause,
-    once seen, is not a stall the next time). A running run is judged by :func:`stall_threshold`.
+    once seen, is not a stall the next time), less what the run explains itself
+    (:mod:`monitor_cb.diagnosis.pauses`: the time of an evaluation it logged, a resume into a new
+    segment). A running run is judged by :func:`stall_threshold`.
 
     Args:
         status: the run's status (``RunInfo.status``); only ``running`` and ``stalled`` are judged live.
@@ -119,18 +148,19 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
     rows = np.flatnonzero(np.isfinite(t))
     if rows.size < settings.min_baseline:
         return []
-    times = t[rows]
-    if np.any(np.diff(times) < 0):
-        order = np.argsort(times, kind="stable")
-        rows, times = rows[order], times[order]
-    gaps = np.diff(times)
+    rows = _in_step_order(frame, rows, t[rows])
+    # Steps, not the clock, say which record came before: a clock set back an hour is no hour of silence
+    # between the last step before it and step 1 (a negative interval is no gap at all).
+    gaps = np.maximum(np.diff(t[rows]), 0.0)
     if not np.any(gaps >= settings.stall_gap_seconds):
         return []  # nothing long enough in absolute terms: the common case, decided in one pass
     usual, _ = trailing_baseline(gaps, 201, 5, with_sigma=False)
     longest = np.concatenate(([np.inf], np.maximum.accumulate(gaps)[:-1]))  # the longest interval before each
+    # what the run explains itself: an evaluation it logged (its logged runtime, else all of it), a resume
+    unexplained = gaps - explained_pause(frame, rows[:-1], rows[1:], gaps)
     with np.errstate(invalid="ignore"):
         need = np.maximum(np.maximum(settings.stall_gap_seconds, settings.stall_factor * usual), 1.5 * longest)
-        hits = np.flatnonzero((gaps >= need) & np.isfinite(usual))
+        hits = np.flatnonzero((unexplained >= need) & np.isfinite(usual))
     steps = frame_steps(frame)
     findings = []
     for i in hits[:_MAX_GAPS].tolist():
@@ -157,6 +187,14 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
     return findings
 
 
+def _in_step_order(frame: pd.DataFrame, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``rows`` ordered by step, then by time within a step (several ranks' rows of one step)."""
+    steps = frame_steps(frame)[rows]
+    if np.all(np.diff(steps) >= 0) and not np.any((np.diff(steps) == 0) & (np.diff(times) < 0)):
+        return rows  # already in order: the usual case
+    return rows[np.lexsort((times, steps))]
+
+
 def _silent_now(
     frame: pd.DataFrame, settings: DiagnosisSettings, *, status: str | None, now: float | None, last_write: float | None
 ) -> list[Finding]:
@@ -164,13 +202,14 @@ def _silent_now(
     if t is None or not np.isfinite(t).any():
         return []
     now = time.time() if now is None else now
-    last = float(np.nanmax(t)) if last_write is None else float(last_write)
+    rows = np.flatnonzero(np.isfinite(t))
+    latest = int(_in_step_order(frame, rows, t[rows])[-1])  # the last record is the highest step's, whatever its time
+    last = float(t[latest]) if last_write is None else float(last_write)
     silence = now - last
     threshold = stall_threshold(t, settings)
     if silence < threshold and status != "stalled":
         return []
-    steps = frame_steps(frame)
-    step = int(steps[int(np.nanargmax(t))])
+    step = int(frame_steps(frame)[latest])
     usual = float(np.median(np.diff(t[np.isfinite(t)])[-200:])) if np.isfinite(t).sum() > 1 else float("nan")
     severity = "error" if silence >= settings.stall_error_factor * threshold else "warning"
     when = datetime.fromtimestamp(last, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -11,6 +11,8 @@ times the byte loop's speed.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -94,11 +96,12 @@ def crc32c_many(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, few: i
     out = np.zeros(len(starts), np.uint32)
     if not len(starts):
         return out
-    values, inverse, counts = np.unique(lengths, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    for group, (length, count) in enumerate(zip(values.tolist(), counts.tolist(), strict=True)):
-        rows = np.flatnonzero(inverse == group)
-        if count < few:
+    order = np.argsort(lengths, kind="stable")  # each length's records together, in one sort
+    ordered = lengths[order]
+    bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+    for lo, hi in pairwise(bounds):
+        rows, length = order[lo:hi], int(ordered[lo])
+        if hi - lo < few:
             for row in rows.tolist():
                 start = int(starts[row])
                 out[row] = crc32c(buf[start : start + length].tobytes())

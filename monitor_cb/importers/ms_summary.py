@@ -15,8 +15,8 @@ file names::
 Each file remembers the byte its last read stopped at; a record cut off at the end waits for its
 end (as MindInsight did). Framing and both checksums: :mod:`monitor_cb.importers.tfrecord`; the
 protos, decoded by hand without MindSpore: :mod:`monitor_cb.importers.ms_proto`. Scalars are float32
-read as their shortest decimal; ``loss/auto`` (SummaryCollector's loss) is our ``loss``, other tags
-are named as TensorBoard tags are (:func:`monitor_cb.importers.tags.metric_name`). Histograms are kept
+read as their shortest decimal, under their tag as written (:func:`monitor_cb.importers.tags.tag_key`;
+SummaryCollector's ``loss/auto`` plays the loss role). Histograms are kept
 per tag (:class:`HistogramSeries`, at most :data:`MAX_HISTOGRAMS` per tag, thinned evenly); images,
 tensors and graphs are not read (counted in the metadata).
 """
@@ -35,10 +35,11 @@ import numpy as np
 from monitor_cb.config_masking import mask_config
 from monitor_cb.importers.f32 import shortest_f32_array
 from monitor_cb.importers.ms_proto import Histogram, ProtoError, decode_event, decode_lineage
-from monitor_cb.importers.ms_scan import scan_scalars
-from monitor_cb.importers.tags import metric_name
+from monitor_cb.importers.ms_scan import record_order, scan_scalars
+from monitor_cb.importers.tags import tag_key
 from monitor_cb.importers.tfrecord import FOOTER, HEADER, RECORD_CAP, frame
 from monitor_cb.ingest.batch import Batch
+from monitor_cb.ingest.safepath import is_within
 from monitor_cb.record import STEP_LIMIT
 from monitor_cb.rootfile import UnsafeFileError, open_regular, read_capped
 
@@ -48,8 +49,6 @@ LINEAGE_SUFFIX = "_lineage"
 READ_WINDOW = 16 << 20  # bytes of a file read and framed at once (memory stays bounded on any file)
 LINEAGE_CAP = 4 << 20  # a lineage file is a few hundred bytes; a larger one is refused
 MAX_HISTOGRAMS = 2000  # histograms kept per tag (evenly thinned past it)
-# the loss SummaryCollector records; other tags keep the TensorBoard reader's naming
-TAG_NAMES = {"loss/auto": "loss"}
 _NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(\d+)\.")
 _U64 = struct.Struct("<Q")
 
@@ -75,8 +74,9 @@ def stamp_of(name: str) -> int:
 
 
 def summary_metric_name(tag: str) -> str:
-    """Our key for a summary scalar tag."""
-    return TAG_NAMES.get(tag) or metric_name(tag)
+    """Our key for a summary scalar tag: the tag as written (docs/FORMAT.md "Metric names"; SummaryCollector's
+    ``loss/auto`` plays the loss role, :mod:`monitor_cb.analysis.roles`)."""
+    return tag_key(tag)
 
 
 def is_ms_summary_dir(path: str | os.PathLike[str]) -> bool:
@@ -230,8 +230,11 @@ class SummaryRun:
         found: list[tuple[int, str, str]] = []
         with os.scandir(self.path) as entries:
             for entry in entries:
-                if is_summary_file(entry.name) and entry.path not in self.files:
-                    found.append((stamp_of(entry.name), entry.name, entry.path))
+                if not is_summary_file(entry.name) or entry.path in self.files:
+                    continue
+                if entry.is_symlink() and is_within(Path(entry.path), self.root):
+                    continue  # an alias of a file read under its own name (a link out of the root is refused)
+                found.append((stamp_of(entry.name), entry.name, entry.path))
         for _, name, path in sorted(found):
             rank = rank_of(name)
             seg = 1 + sum(1 for f in self.files.values() if f.rank == rank)
@@ -302,7 +305,7 @@ class SummaryRun:
         fast_ids = out.ids(names)[fast.tag[keep]] if names else np.empty(0, np.int32)
         record = np.concatenate([fast_record[keep], slow.record])
         slot = np.concatenate([fast.slot[keep], slow.slot])
-        order = np.lexsort((slot, record))
+        order = record_order(record, slot)
         step = np.concatenate([fast.step[keep], slow.step])[order]
         wall = np.concatenate([fast.wall[keep], slow.wall])[order]
         name_id = np.concatenate([fast_ids, out.ids(slow.names)])[order]

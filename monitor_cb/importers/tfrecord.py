@@ -50,7 +50,7 @@ class Framing:
 def frame(buf: np.ndarray, start: int = 0, cap: int = RECORD_CAP) -> Framing:
     """Every complete record of ``buf[start:]`` (uint8), checksums verified."""
     size = len(buf)
-    cand, nxt = _candidates(buf, start, size, cap)
+    cand, nxt = candidates(buf, start, size, cap)
     chained = nxt[:-1] == cand[1:] if len(cand) else np.empty(0, bool)
     breaks = np.flatnonzero(~chained)
     runs: list[np.ndarray] = []
@@ -85,7 +85,7 @@ def frame(buf: np.ndarray, start: int = 0, cap: int = RECORD_CAP) -> Framing:
     return Framing(starts, lengths, crc_ok, pos, damaged)
 
 
-def _candidates(buf: np.ndarray, start: int, size: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+def candidates(buf: np.ndarray, start: int, size: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """(record offsets, next record offsets) of every complete record whose payload starts with 0x09
     and whose length's checksum matches, sorted."""
     empty = np.empty(0, np.int64)

@@ -22,6 +22,7 @@ CAUSE_TEXT = {
     "unwritten_at_close": "not written at close: the disk hung",
     "unencodable": "values that could not be encoded",
     "after_close": "logged after close",
+    "file_deleted": "written to a file deleted while training",
 }
 
 

@@ -13,11 +13,21 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from monitor_cb.importers.ms_summary import SOURCE_FORMAT, HistogramSeries, SummaryRun
 from monitor_cb.ingest.lines import BadLine
 from monitor_cb.ingest.source import TableSource
+from monitor_cb.ingest.status import usual_interval
+from monitor_cb.rootfile import FileIdentity
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from monitor_cb.importers.ms_peek import SummaryPeek
+    from monitor_cb.ingest.summary_index import SourceSummary
 
 MS_SUMMARY = SOURCE_FORMAT  # the RunDir kind
 MAX_RECORDS_PER_POLL = 2_000_000  # bounds one refresh; the rest comes on the next poll
@@ -52,20 +62,68 @@ class SummaryRankSource(TableSource):
             self.last_poll = time.time()
             return taken
 
+    # ------------------------------------------------------------------ listed from the files' ends
+    def read_rows(self) -> int:
+        self.group.unlist()
+        return self.poll()
+
+    def frame(self, all_segments: bool = False) -> pd.DataFrame:
+        self.group.read_listed()
+        return super().frame(all_segments)
+
+    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
+        self.group.read_listed()
+        return super().frame_and_masks(all_segments)
+
+    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
+        self.group.read_listed()
+        return super().logged(column, all_segments)
+
+    def summary(self) -> SourceSummary:
+        listed = self.group.listed
+        if listed is not None and self.table.rank in listed.summaries:
+            return listed.summaries[self.table.rank]
+        return super().summary()
+
+    def summary_version(self) -> tuple[int, ...]:
+        listed = self.group.listed
+        return (listed.version,) if listed is not None else super().summary_version()
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A run listed from the ends of its summary files: what each file was then, and each rank's line."""
+
+    idents: dict[str, FileIdentity]
+    summaries: dict[int, SourceSummary]
+    version: int
+
 
 class SummaryGroup:
     """The reader of one summary directory and its per-rank sources."""
 
-    def __init__(self, path: Path, root: Path | None = None) -> None:
+    def __init__(self, path: Path, root: Path | None = None, peek_min_bytes: int | None = None) -> None:
         self.path = path
-        self.reader = SummaryRun(path, root if root is not None else path)
+        self.root = root if root is not None else path
+        self.reader = SummaryRun(path, self.root)
         self.lock = threading.Lock()
         self.sources: dict[int, SummaryRankSource] = {}
         self.meta: dict[str, Any] = {}
+        self.peek_min_bytes = peek_min_bytes  # files this long may be listed from their ends; None: never
+        self._peek_tried = peek_min_bytes is None
+        self.listed: _Listing | None = None
 
     def poll(self) -> int:
         """Read new records of every rank into the rank tables; returns how many rows were taken."""
         with self.lock:
+            if self.listed is not None:
+                if self._listed_unchanged():
+                    return 0
+                self.listed = None  # a file changed or appeared: it is read now
+            if not self._peek_tried:
+                self._peek_tried = True
+                if self._list_from_ends():
+                    return 0
             try:
                 by_rank = self.reader.poll_batches(MAX_RECORDS_PER_POLL)
             except FileNotFoundError:
@@ -83,6 +141,61 @@ class SummaryGroup:
             if taken or not self.meta:
                 self.meta = self.reader.meta()
             return taken
+
+    def unlist(self) -> None:
+        """Rows are asked for: the next poll reads the files (a run only listed from their ends so far)."""
+        with self.lock:
+            self.listed = None
+
+    def read_listed(self) -> None:
+        if self.listed is not None:
+            self.unlist()
+            self.poll()
+
+    def _list_from_ends(self) -> bool:
+        """List the run from its files' ends (:mod:`monitor_cb.importers.ms_peek`) when each rank has one long
+        summary file whose ends show one stride."""
+        from monitor_cb.importers.ms_peek import peek_summary
+        from monitor_cb.ingest.table import _VERSIONS
+
+        assert self.peek_min_bytes is not None
+        try:
+            self.reader.discover()
+        except OSError:
+            return False
+        files = list(self.reader.files.values())
+        ranks = [f.rank for f in files]
+        if not files or len(set(ranks)) != len(ranks):
+            return False
+        peeks = {f.rank: peek_summary(f.path, self.root, self.peek_min_bytes) for f in files}
+        if any(p is None for p in peeks.values()):
+            return False
+        summaries = {rank: _summary(rank, peek) for rank, peek in peeks.items() if peek is not None}
+        idents = {f.path: peeks[f.rank].ident for f in files}  # type: ignore[union-attr]
+        self.listed = _Listing(idents, summaries, next(_VERSIONS))
+        for rank, summary in summaries.items():
+            source = self.source(rank)
+            source.tail.mtime, source.tail.size = summary.last_write, peeks[rank].ident[2]  # type: ignore[union-attr]
+        meta = self.reader.meta()
+        meta.update(
+            start_time=min(p.first_wall for p in peeks.values() if p is not None),
+            last_event_time=max(p.last_wall for p in peeks.values() if p is not None),
+        )
+        self.meta = meta
+        return True
+
+    def _listed_unchanged(self) -> bool:
+        """Whether the run still has exactly the files it was listed from, each as it was then."""
+        from monitor_cb.ingest.summary_index import file_ident
+
+        assert self.listed is not None
+        try:
+            self.reader.discover()
+        except OSError:
+            return False
+        return sorted(self.reader.files) == sorted(self.listed.idents) and all(
+            file_ident(Path(path)) == ident for path, ident in self.listed.idents.items()
+        )
 
     def _note_files(self) -> None:
         """Each rank's activity (newest write, bytes waiting) and bad counts, from its files."""
@@ -117,3 +230,19 @@ class SummaryGroup:
         self.poll()
         with self.lock:
             return self.reader.histograms(rank)
+
+
+def _summary(rank: int, peek: SummaryPeek) -> SourceSummary:
+    """A rank's line in the run list from its file's ends (what its decoded table would show)."""
+    from monitor_cb.ingest.summary_index import SourceSummary
+
+    return SourceSummary(
+        rank=rank,
+        n=peek.rows,
+        first_step=peek.first_step,
+        last_step=peek.last_step,
+        last_write=peek.ident[3] / 1e9,
+        pending=0,
+        bad_count=0,
+        interval=usual_interval(np.array(peek.times, dtype=float)),
+    )

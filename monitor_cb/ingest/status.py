@@ -28,6 +28,9 @@ ENDED = "ended"  # a run that records no status and was not seen growing (or sto
 FINAL = ("finished", "failed", "stopped", ENDED)
 NO_STATUS = "no status recorded"
 EPOCH_MIN = 946_684_800.0  # 2000-01-01: a record time before this is seconds since the run's start
+# 2100-01-01: no record is written later, nor does a run last longer. A time past it (one event with wall time
+# 1e300 made the Runs page show a 300-digit duration) is refused: not used for a span or a first/last time.
+TIME_MAX = 4_102_444_800.0
 _PID_LIMIT = 1 << 31  # pid_t is 32 bits: a larger "pid" in a metadata file is garbage
 # When ranks disagree, the most alarming status names the run.
 PRIORITY = ("failed", "crashed", "stalled", "running", "starting", "stopped", ENDED, "finished")
@@ -124,6 +127,11 @@ def is_epoch(t: float | None) -> bool:
     return t is not None and math.isfinite(t) and t >= EPOCH_MIN
 
 
+def plausible_time(t: float | None) -> bool:
+    """Whether a record or metadata time can be one: finite and within :data:`TIME_MAX` of 0 (as a date or a span)."""
+    return t is not None and math.isfinite(t) and -TIME_MAX <= t <= TIME_MAX
+
+
 def run_span(
     meta_start: float | None,
     meta_end: float | None,
@@ -138,8 +146,12 @@ def run_span(
     ``now`` only counts against a date: records whose ``t`` counts from 0 give ``t_last - t_first``
     (their own span) and never a difference with the clock or a file's mtime. ``log_end``: the last
     time stamp of a log that states its own times (MindFormers' log): the end even while it runs, so
-    a replayed or copied log, or a host whose clock differs, lasts what its own lines say.
+    a replayed or copied log, or a host whose clock differs, lasts what its own lines say. An implausible
+    time (:func:`plausible_time`) counts as none.
     """
+    meta_start, meta_end, t_first, t_last, log_end = (
+        t if plausible_time(t) else None for t in (meta_start, meta_end, t_first, t_last, log_end)
+    )
     start = meta_start if meta_start is not None else t_first
     if start is None:
         return None
@@ -157,8 +169,9 @@ def run_span(
 
 
 def time_bounds(t: np.ndarray) -> tuple[float | None, float | None]:
-    """First and last finite record time (None, None without one)."""
-    finite = np.flatnonzero(np.isfinite(t))
+    """First and last plausible record time (None, None without one; see :func:`plausible_time`)."""
+    with np.errstate(invalid="ignore"):
+        finite = np.flatnonzero(np.abs(t) <= TIME_MAX)
     if not finite.size:
         return None, None
     return float(t[finite[0]]), float(t[finite[-1]])

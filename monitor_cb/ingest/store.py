@@ -179,7 +179,9 @@ class RunStore:
                     run.mflog.poll()  # ranks appear as their rank_N/info.log do
                     run.sources = {s.path: s for s in run.mflog.sources.values()}
                 elif run_dir.kind == MS_SUMMARY:
-                    run.summary = run.summary or SummaryGroup(run_dir.path, self.root)
+                    run.summary = run.summary or SummaryGroup(
+                        run_dir.path, self.root, self.peek_min_bytes if self.remote is None else None
+                    )
                     run.summary.poll()  # ranks appear as their summary files are read
                     run.sources = {s.path: s for s in run.summary.sources.values()}
                 else:

@@ -105,13 +105,17 @@ class Alert:
         }
 
 
-def alert_id(run: str, kind: str, step: int | None, segment: int | None) -> str:
-    """``"a-"`` and 24 hex digits of a hash of ``(run, kind, step, segment)``.
+def alert_id(run: str, kind: str, step: int | None, segment: int | None, scope: tuple[Any, ...] | None = None) -> str:
+    """``"a-"`` and 24 hex digits of a hash of ``(run, kind, step, segment)``, and of ``scope`` when given.
 
     A hash, not the run id itself, so the id is plain ASCII whatever the run is called (it goes in
-    HTTP headers and email Message-IDs) and the same for the same event in every process.
+    HTTP headers and email Message-IDs) and the same for the same event in every process. The watcher's
+    scope is its log root (real path or URL) and the run's first start: the same run name under two roots,
+    or a run deleted and run again under its name, is another run, whose alerts a receiver that
+    deduplicates on the id must keep.
     """
-    text = json.dumps([str(run), str(kind), step, segment], separators=(",", ":"))
+    parts: list[Any] = [str(run), str(kind), step, segment] + ([list(scope)] if scope is not None else [])
+    text = json.dumps(parts, separators=(",", ":"))
     return "a-" + hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -13,6 +13,11 @@ is given up: logged as a warning, counted, and listed in the state.
 Grouping: in continuous mode a new message waits ``gather`` seconds after its first alert and at
 most one message goes out per ``group_window``; retries follow the back-off only. ``--once``
 (:meth:`OutboxSender.drain`) sends at once and tries each message at most ``retries + 1`` times.
+
+Clock jumps: the back-off is saved as wall-clock times (it must survive a restart), so a next try set
+while the clock was ahead is brought back to at most ``max_backoff`` from now; the group window is
+measured on the monotonic clock and an alert's gathering never waits longer than ``gather``. No
+retry waits longer than the back-off's maximum, whatever the clock did.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ class OutboxSender:
         self.counts = SendCounts()
         self._threads: list[threading.Thread] = []
         self._stop = False
-        self._last_send: dict[str, float] = {}
+        self._last_send: dict[str, float] = {}  # channel -> time.monotonic() of its last attempt
 
     @property
     def outbox(self) -> Outbox:
@@ -160,11 +165,12 @@ class OutboxSender:
         batch = self.outbox.batch(name)
         if not batch:
             return [], IDLE_WAKE
+        self._clamp(name, now)
         due = self.outbox.due_at(name, batch)
         if not self.outbox.channels[name].inflight_sent:  # a new message: grouping
             first = min(e.created for e in batch)
-            last = self._last_send.get(name, float("-inf"))
-            due = max(due, first + self.config.gather, last + self.config.group_window)
+            since = time.monotonic() - self._last_send.get(name, float("-inf"))
+            due = max(due, first + self.config.gather, now + self.config.group_window - since)
         if due > now:
             return [], min(due - now, IDLE_WAKE)
         return batch, 0.0
@@ -182,7 +188,7 @@ class OutboxSender:
         )
         with self._cond:
             now = self._clock()
-            self._last_send[name] = now
+            self._last_send[name] = time.monotonic()
             self.outbox.record(
                 name,
                 batch,
@@ -252,6 +258,7 @@ class OutboxSender:
                 if tries.get(key, 0) > self.config.retries:
                     return
                 if tries.get(key):  # retried in this call: wait out the back-off, within the deadline
+                    self._clamp(name, self._clock())
                     wait = self.outbox.due_at(name, batch) - self._clock()
                     if wait > 0:
                         if time.monotonic() + wait > deadline:
@@ -262,6 +269,17 @@ class OutboxSender:
             outcome = self._send(name, batch)
             if not outcome.ok and not outcome.retryable:
                 return
+
+    def _clamp(self, name: str, now: float) -> None:
+        """No next try further than the back-off's maximum from now, no alert found later than now (saved when
+        one moved). Under the lock."""
+        if self.outbox.clamp_to_clock(name, now, self.policy.max_backoff):
+            log.warning(
+                "notify %s: a next try or an alert lay ahead of the clock (it went back): moved to within %.0f s",
+                name,
+                self.policy.max_backoff,
+            )
+            self._save()
 
 
 def _ids(batch: list[OutboxEntry]) -> str:

@@ -68,6 +68,7 @@ class RunState:
     status: str | None = None
     findings: list[str] = field(default_factory=list)
     alerted: set[str] = field(default_factory=set)
+    started: float | None = None  # when the run first started (its metadata): another time is another run
 
     def seen_finding(self, key: str) -> bool:
         return key in self.findings
@@ -84,6 +85,7 @@ class RunState:
             "status": self.status,
             "findings": list(self.findings),
             "alerted": sorted(self.alerted),
+            "started": self.started,
         }
 
     @classmethod
@@ -94,7 +96,17 @@ class RunState:
             status=data.get("status"),
             findings=[str(k) for k in data.get("findings", [])],
             alerted={str(k) for k in data.get("alerted", [])},
+            started=_number(data.get("started")),
         )
+
+    def forget_reports(self) -> None:
+        """The run was deleted and re-run under its name: what was said of the old one says nothing of it."""
+        self.findings = []
+        self.alerted = set()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # --- the outbox ---------------------------------------------------------------------------------
@@ -221,6 +233,27 @@ class Outbox:
         """The batch is about to go out: from now on retries (after a crash too) resend exactly it."""
         book = self.channels.setdefault(channel, ChannelLog())
         book.inflight, book.inflight_sent = [e.id for e in batch], True
+
+    def clamp_to_clock(self, channel: str, now: float, longest: float) -> bool:
+        """Times the clock has gone back past, pulled in: a next try further ahead than ``longest`` to
+        ``now + longest``, a pending alert found after ``now`` to ``now``. True when one moved.
+
+        No back-off is longer than its maximum, and nothing is found in the future, so such a time was
+        set while the clock was ahead (a jump, then NTP's correction): waited for, the alert would expire
+        undelivered.
+        """
+        moved = False
+        for entry in self.entries:
+            delivery = entry.channels.get(channel)
+            if delivery is None or delivery.status != PENDING:
+                continue
+            if delivery.next_try > now + longest:
+                delivery.next_try = now + longest
+                moved = True
+            if entry.created > now:
+                entry.created = now
+                moved = True
+        return moved
 
     @staticmethod
     def due_at(channel: str, batch: list[OutboxEntry]) -> float:

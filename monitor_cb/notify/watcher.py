@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from monitor_cb.notify.alert import GUARD_STOP_KIND, Alert, normalize_severity
+from monitor_cb.notify.alert import GUARD_STOP_KIND, Alert, alert_id, normalize_severity
 from monitor_cb.notify.config import NotifyConfig
 from monitor_cb.notify.outbox import OutboxSender, pending_lines
 from monitor_cb.notify.state import RunState, WatchState, legacy_state
@@ -36,6 +36,15 @@ LIFECYCLE_SEVERITY = {
     "crashed": "error",
 }
 _USER_STOP_MARKERS = ("KeyboardInterrupt", "interrupted", "SIGINT", "SIGTERM", "user")
+# Findings that say a check could not be made ("throughput was not judged"): the pages show them as notes;
+# they are no problem of the run, so no alert (every run that logs no throughput would send one).
+NOTE_VARIANTS = frozenset({"not_judged"})
+
+
+def is_note(finding: Any) -> bool:
+    """Whether a finding is a note about the diagnosis itself rather than a problem to alert about."""
+    details = getattr(finding, "details", None) or {}
+    return details.get("variant") in NOTE_VARIANTS
 
 
 def lifecycle_message(status: str, info: Any) -> tuple[str, str]:
@@ -94,6 +103,7 @@ class Watcher:
         from monitor_cb.storage.urls import is_url
 
         self.root = root if is_url(root) else Path(root)  # type: ignore[assignment]
+        self._root_id = str(root) if is_url(root) else os.path.realpath(root)  # part of every alert's id
         self.config = config
         if store is None:
             from monitor_cb.ingest import RunStore
@@ -248,9 +258,14 @@ class Watcher:
         fingerprint = (int(info.n_records or 0), info.last_write, info.status)
         if fingerprint == (state.n_records, state.last_write, state.status) and info.id in self.state.runs:
             return []
+        started = _started(info)
+        if _rerun(state, fingerprint[0], started):
+            log.info("watch: %s was deleted and run again under its name: its alerts are new", info.id)
+            state.forget_reports()
         alerts = self._findings(info, state, now) if (info.n_records or 0) > 0 else []
         alerts.extend(self._lifecycle(info, state, now))
         state.n_records, state.last_write, state.status = fingerprint
+        state.started = started if started is not None else state.started
         self.state.runs[info.id] = state  # only once the run was checked without error
         return [] if silent else alerts
 
@@ -260,30 +275,44 @@ class Watcher:
         if self._pass_logged:  # a column that stops being logged is not a NaN to alert about
             extra["logged"] = data.masks
         findings = self._diagnose(data.frame, self._pass_settings, status=info.status, now=now, **extra)
+        segments = _segments_at(data.frame, [getattr(f, "step", None) for f in findings])
         alerts = []
         for finding in findings:
+            if is_note(finding):
+                continue
             rank = getattr(finding, "rank", None)
-            finding_key = f"{finding.kind}@{finding.step}" + (f"#{rank}" if rank is not None else "")
+            # a resumed or re-run segment's finding is its own, even at a step an older segment had one at
+            seg = _segment_suffix(segments.get(finding.step))
+            finding_key = f"{finding.kind}@{finding.step}" + (f"#{rank}" if rank is not None else "") + seg
             if state.seen_finding(finding_key):
                 continue
             state.add_finding(finding_key)
-            # One alert per (run, kind): 500 NaN steps, or NaN on 8 ranks, alert once.
-            alert_key = f"stalled@{info.last_step}" if finding.kind == "stalled" else str(finding.kind)
+            # One alert per (run, segment, kind): 500 NaN steps, or NaN on 8 ranks, alert once.
+            alert_key = (f"stalled@{info.last_step}" if finding.kind == "stalled" else str(finding.kind)) + seg
             if alert_key in state.alerted:
                 continue
             state.alerted.add(alert_key)
             alerts.append(
-                self._alert(info, finding.kind, finding.severity, finding.message, finding.step, alert_key, now)
+                self._alert(
+                    info,
+                    finding.kind,
+                    finding.severity,
+                    finding.message,
+                    finding.step,
+                    alert_key,
+                    now,
+                    segments.get(finding.step),
+                )
             )
         return alerts
 
     def _lifecycle(self, info: Any, state: RunState, now: float) -> list[Alert]:
         status = info.status
-        # the same status with new records is a new event: a run resumed and finished again between two passes
-        moved_on = int(info.n_records or 0) != state.n_records
+        # the same status after new writes is a new event: a run resumed and finished again between two passes
+        moved_on = int(info.n_records or 0) != state.n_records or info.last_write != state.last_write
         if status not in LIFECYCLE_SEVERITY or (status == state.status and not moved_on):
             return []
-        alert_key = f"{status}@{info.last_step}"
+        alert_key = f"{status}@{info.last_step}" + _segment_suffix(_segment(info))  # resumed: a new segment
         if alert_key in state.alerted:
             return []
         state.alerted.add(alert_key)
@@ -292,18 +321,34 @@ class Watcher:
         severity, message = lifecycle_message(status, info)
         return [self._alert(info, status, severity, message, info.last_step, alert_key, now)]
 
-    def _alert(self, info: Any, kind: str, severity: str, message: str, step: Any, key: str, now: float) -> Alert:
+    def _alert(
+        self,
+        info: Any,
+        kind: str,
+        severity: str,
+        message: str,
+        step: Any,
+        key: str,
+        now: float,
+        row_segment: int | None = None,
+    ) -> Alert:
+        """``row_segment``: the segment of the row a finding is on, for a run whose metadata names none (a
+        TensorBoard run's later event file): its id then differs from an older segment's at that step."""
+        _step = int(step) if isinstance(step, (int, float)) and step == step else None
+        segment = _segment(info)
+        segment = segment if segment is not None else row_segment
         return Alert(
             run=info.id,
             run_name=getattr(info, "name", None),
             kind=str(kind),
             severity=normalize_severity(severity),
             message=str(message),
-            step=int(step) if isinstance(step, (int, float)) and step == step else None,
+            step=_step,
             time=now,
             link=self._link(info.id),
             key=(info.id, key),
-            segment=_segment(info),
+            segment=segment,
+            id=alert_id(info.id, str(kind), _step, segment, (self._root_id, _started(info))),
         )
 
 
@@ -321,6 +366,47 @@ def _segment(info: Any) -> int | None:
     meta = getattr(info, "meta", None) or {}
     value = meta.get("segment") if isinstance(meta, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _started(info: Any) -> float | None:
+    """When the run first started (its metadata's ``first_start_time``, kept across resumes; a TensorBoard
+    run's first event time), or None."""
+    meta = getattr(info, "meta", None) or {}
+    for name in ("first_start_time", "start_time"):
+        value = meta.get(name) if isinstance(meta, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            return float(value)
+    return None
+
+
+def _rerun(state: RunState, n_records: int, started: float | None) -> bool:
+    """Whether the run is not the one the state describes: it started at another time, or (when no start time
+    tells) has fewer records. (A listing's record count may move a little once a long file is read: with a
+    start time, that is not taken for a re-run.)"""
+    if started is not None and state.started is not None:
+        return started != state.started
+    return 0 <= n_records < state.n_records
+
+
+def _segments_at(frame: Any, steps: list[Any]) -> dict[Any, int]:
+    """The segment of the row drawn at each of ``steps`` (the latest segment wins a step, as on the chart)."""
+    wanted = {s for s in steps if isinstance(s, int) and not isinstance(s, bool)}
+    if not wanted or "seg" not in getattr(frame, "columns", ()) or "step" not in frame.columns:
+        return {}
+    import numpy as np
+
+    step = frame["step"].to_numpy()
+    mine = np.isin(step, list(wanted))
+    found: dict[Any, int] = {}
+    for at, seg in zip(step[mine].tolist(), frame["seg"].to_numpy()[mine].tolist(), strict=True):
+        if seg == seg:  # not NaN
+            found[at] = max(found.get(at, 0), int(seg))
+    return found
+
+
+def _segment_suffix(segment: int | None) -> str:
+    """What tells a later segment's report key from the first's ("" for the first: keys saved before stay)."""
+    return f"/s{segment}" if segment is not None and segment > 1 else ""
 
 
 def _notified(info: Any) -> Iterable[str]:

@@ -20,7 +20,15 @@ from typing import Any
 import mindspore as ms
 from mindspore.train import Callback
 
-from monitor_cb.train.extract import Metrics, check_layout, eval_metrics, layout_for_cell, parse_outputs, parse_plain
+from monitor_cb.train.extract import (
+    Metrics,
+    check_layout,
+    eval_metrics,
+    layout_for_cell,
+    param_norm_metrics,
+    parse_outputs,
+    parse_plain,
+)
 from monitor_cb.train.guard import NanGuard
 from monitor_cb.train.lr import find_optimizer, global_step, lr_reader
 from monitor_cb.train.model_info import find_model, is_causal_lm, model_seq_length, tokens_per_sample
@@ -53,7 +61,8 @@ class LiveMonitor(Callback):
         interval includes graph compilation); ``data_time`` (seconds per step spent
         between one step's end and the next step's begin); ``grad_norm``, ``loss_scale``,
         ``overflow`` (from the train cell's outputs, see ``layout``); ``mem_device``,
-        ``mem_device_peak`` (Ascend/GPU), ``mem_host_rss``.
+        ``mem_device_peak`` (Ascend/GPU), ``mem_host_rss``; ``grad_norm/<param name>`` per parameter
+        from ``grad_norm_model(..., param_norms=...)``, every ``param_norm_interval`` steps.
         After each ``Model.fit`` evaluation: ``eval_<metric>`` at the last train step.
         When the guard stops training: a record with ``event="guard_stop"`` and ``reason``.
 
@@ -188,6 +197,11 @@ class LiveMonitor(Callback):
         self._watch_every_step = self.guard.on_nan == "stop" or self.guard.watches_grad_norm
         network = cb.get("train_network")
         self._layout = self.layout or layout_for_cell(network)
+        self._param_names = tuple(getattr(network, "param_norm_names", ()) or ())  # grad_norm_model(param_norms=)
+        self._param_index = tuple(getattr(network, "param_norm_index", ()) or ())
+        self._param_scale = float(getattr(network, "param_norm_scale", 1.0) or 1.0)
+        self._param_every = int(getattr(network, "param_norm_interval", 1) or 1)
+        self._param_logged: int | None = None  # step // interval of the last per-parameter record
         self._optimizer = find_optimizer(cb)
         self._read_lr = lr_reader(self._optimizer)
         self._cur_base = int(cb.get("cur_step_num") or 0)
@@ -283,6 +297,10 @@ class LiveMonitor(Callback):
             self._clock.last_end = time.perf_counter()
             return  # reading the outputs would wait for the device: only on logged steps
         metrics = self._parse(cb.get("net_outputs"))
+        if due and self._param_names and self._param_logged != step // self._param_every:
+            outputs = cb.get("net_outputs")
+            metrics.update(param_norm_metrics(outputs, self._param_names, self._param_index, self._param_scale))
+            self._param_logged = step // self._param_every
         verdict = self.guard.check(step, metrics.get("loss"), metrics.get("grad_norm"))
         if (due or verdict.record) and self.writer is not None:
             self._log_step(step, metrics, cb)

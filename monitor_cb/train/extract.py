@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 Metrics = dict[str, Any]
 
 # Keys of a loss dict that hold the total rather than a component.
@@ -181,6 +183,29 @@ def check_layout(layout: str) -> str:
 def parse_outputs(layout: str, outputs: Any, names: Sequence[str] | None = None) -> Metrics:
     """Parse a train cell's outputs with the named layout."""
     return LAYOUTS[check_layout(layout)](outputs, names)
+
+
+def param_norm_metrics(
+    outputs: Any, names: Sequence[str], index: Sequence[int], scale: float = 1.0, prefix: str = "grad_norm/"
+) -> Metrics:
+    """Per-parameter gradient norms from the vector of sums of squares a grad-norm cell returns last:
+    ``{prefix + names[k]: sqrt(vector[index[k]]) / scale}``.
+
+    Empty when the last output is not a vector covering ``index`` (a cell without ``param_norms``).
+    """
+    if not names or len(names) != len(index) or not isinstance(outputs, (tuple, list)) or not outputs:
+        return {}
+    vector = outputs[-1]
+    values = vector.asnumpy() if hasattr(vector, "asnumpy") else vector
+    try:
+        flat = np.asarray(values, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return {}
+    if flat.size <= max(index):
+        return {}
+    with np.errstate(invalid="ignore"):
+        norms = np.sqrt(flat[list(index)]) / scale
+    return {f"{prefix}{name}": float(value) for name, value in zip(names, norms, strict=True)}
 
 
 # ---------------------------------------------------------------- eval

@@ -36,7 +36,9 @@ _AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "cast_model_type")
 _FP32_EVAL_LEVELS = ("O2", "O3", "auto")  # as Model builds its eval network
 
 
-def with_grad_norm(cell: nn.Cell, clip_norm: float | None = None) -> nn.Cell:
+def with_grad_norm(
+    cell: nn.Cell, clip_norm: float | None = None, param_norms: bool | str | None = None, param_norm_interval: int = 10
+) -> nn.Cell:
     """The grad-norm variant of a train cell that MindSpore built (same network, optimizer, loss scale).
 
     Raises:
@@ -44,14 +46,18 @@ def with_grad_norm(cell: nn.Cell, clip_norm: float | None = None) -> nn.Cell:
     """
     if isinstance(cell, (TrainOneStepWithGradNorm, TrainOneStepWithLossScaleAndGradNorm)):
         return cell
+    per_param = {"param_norms": param_norms, "param_norm_interval": param_norm_interval}
     if type(cell) is nn.TrainOneStepCell:
         sens = cell.sens if cell.sense_flag else None
-        return TrainOneStepWithGradNorm(cell.network, cell.optimizer, sens=sens, clip_norm=clip_norm).set_train()
+        swapped = TrainOneStepWithGradNorm(cell.network, cell.optimizer, sens=sens, clip_norm=clip_norm, **per_param)
+        return swapped.set_train()
     if type(cell) is nn.TrainOneStepWithLossScaleCell:
         scale = cell.loss_scaling_manager
         if scale is None:  # a fixed scale given as a tensor
             scale = ms.Tensor(cell.scale_sense.asnumpy())
-        swapped = TrainOneStepWithLossScaleAndGradNorm(cell.network, cell.optimizer, scale, clip_norm=clip_norm)
+        swapped = TrainOneStepWithLossScaleAndGradNorm(
+            cell.network, cell.optimizer, scale, clip_norm=clip_norm, **per_param
+        )
         return swapped.set_train()
     raise TypeError(
         f"cannot add a gradient norm to a {type(cell).__name__} (boost, gradient accumulation or pipeline "
@@ -68,12 +74,14 @@ def grad_norm_train_cell(
     amp_level: str = "O0",
     boost_level: str = "O0",
     clip_norm: float | None = None,
+    param_norms: bool | str | None = None,
+    param_norm_interval: int = 10,
     **amp_kwargs: Any,
 ) -> nn.Cell:
     """The train cell ``Model(network, loss_fn, optimizer, amp_level=..., **amp_kwargs)`` would build,
     returning the gradient norm too (see the module docstring)."""
     cell = amp.build_train_network(network, optimizer, loss_fn, level=amp_level, boost_level=boost_level, **amp_kwargs)
-    return with_grad_norm(cell, clip_norm)
+    return with_grad_norm(cell, clip_norm, param_norms, param_norm_interval)
 
 
 def grad_norm_model(
@@ -87,6 +95,8 @@ def grad_norm_model(
     boost_level: str = "O0",
     *,
     clip_norm: float | None = None,
+    param_norms: bool | str | None = None,
+    param_norm_interval: int = 10,
     **kwargs: Any,
 ) -> Model:
     """``Model(network, loss_fn, optimizer, ...)`` whose train step also returns the global gradient norm.
@@ -97,6 +107,11 @@ def grad_norm_model(
 
     Args:
         clip_norm: if given, also clip the gradients to this global norm (the logged norm is the pre-clip one).
+        param_norms: also log each parameter's gradient norm as ``grad_norm/<param name>`` (a family the
+            Layers page draws as one heatmap): ``True`` for every trainable parameter, or a regular
+            expression their names must match (``r"attention"``). Computed inside the compiled step as
+            one vector from the squares the global norm sums anyway.
+        param_norm_interval: log that vector every this many steps (on the steps ``LiveMonitor`` logs).
 
     Raises:
         ValueError: no optimizer (the norm is measured inside the train step).
@@ -107,7 +122,15 @@ def grad_norm_model(
         raise ValueError("grad_norm_model needs the optimizer: the gradient norm is measured inside the train step")
     amp_kwargs = {key: kwargs.pop(key) for key in _AMP_KWARGS if key in kwargs}
     cell = grad_norm_train_cell(
-        network, optimizer, loss_fn, amp_level=amp_level, boost_level=boost_level, clip_norm=clip_norm, **amp_kwargs
+        network,
+        optimizer,
+        loss_fn,
+        amp_level=amp_level,
+        boost_level=boost_level,
+        clip_norm=clip_norm,
+        param_norms=param_norms,
+        param_norm_interval=param_norm_interval,
+        **amp_kwargs,
     )
     if metrics and eval_network is None and loss_fn is not None:
         eval_network = nn.WithEvalCell(network, loss_fn, amp_level in _FP32_EVAL_LEVELS)

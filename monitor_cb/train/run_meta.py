@@ -27,6 +27,7 @@ DROP_CAUSES = (
     "unwritten_at_close",
     "unencodable",
     "after_close",
+    "file_deleted",
 )
 
 

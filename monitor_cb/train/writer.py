@@ -5,7 +5,11 @@ microsecond). A daemon thread encodes, appends complete lines with one
 ``write()`` per batch, fsyncs periodically and keeps the run metadata file up to
 date. A full disk, an unwritable directory, a FIFO in place of the file or a
 hung filesystem each produce one warning; training goes on and the number of
-dropped records is counted and written to the metadata when possible.
+dropped records is counted and written to the metadata when possible. A metrics
+file deleted while training (its run directory removed) is noticed within
+:data:`GONE_CHECK_S` and at every flush and close: one warning, the records it held
+counted as dropped (``file_deleted``), and writing goes on into a new file (and a
+new segment) at its path, so the metadata never claims records that are not on disk.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ _STOP = object()
 WRITE_CHUNK = 256 << 10  # bytes per write() call
 META_DROPS_S = 2.0  # new drops are written to the metadata at most this often while the run goes on
 META_GIVE_UP_S = 2.0  # close() waits this long for the final metadata when the writer thread is stuck
+GONE_CHECK_S = 0.25  # the writer thread checks this often (and at each flush and close) that its file is still there
 
 
 class MonitorWarning(UserWarning):
@@ -146,6 +151,7 @@ class MetricsWriter:
         self.rank = env_rank if rank is None else _check_int("rank", rank, 0)
         self.world_size = env_size if world_size is None else _check_int("world_size", world_size, 1)
         primary = resolve_metrics_path(log_dir, log_file, self.rank, self.world_size)
+        self._primary = primary
         upload_options = _upload_options(upload)  # a wrong URL raises before anything is created
         self._claim = claim_file(primary)
         self.path = self._claim.path
@@ -156,6 +162,9 @@ class MetricsWriter:
         self._dropped_closed = 0  # caller thread
         self._dropped_io = 0  # writer thread
         self._dropped_encode = 0  # writer thread
+        self._dropped_deleted = 0  # writer thread: records written to a file deleted since
+        self._file_written = 0  # writer thread: records written to the file open now
+        self._checked_at = time.monotonic()  # when the writer thread last checked its file is still there
         self._unwritten = 0  # left in the queue when close() gave up (set once, by whoever finishes last)
         self._fsync_interval = fsync_interval
         # A deque plus a wake-up event: appending is lock-free under the GIL (~30 ns),
@@ -266,6 +275,7 @@ class MetricsWriter:
             "unwritten_at_close": self._unwritten,
             "unencodable": self._dropped_encode,
             "after_close": self._dropped_closed,
+            "file_deleted": self._dropped_deleted,
         }
 
     def update_meta(self, **fields: Any) -> None:
@@ -514,6 +524,7 @@ class MetricsWriter:
             elif kind == "flush":
                 events.append(payload)
         encoded = time.perf_counter()
+        self._check_file(force=bool(events) or stop)  # before the write: these records go where they last
         if lines:
             self._append(b"".join(lines), len(lines))
         self._meter.add(len(lines), encoded - started, time.perf_counter() - encoded)
@@ -606,6 +617,7 @@ class MetricsWriter:
                 self._progress += 1
             self._torn = False
             self.written += count
+            self._file_written += count
             if self.shipper is not None:
                 self.shipper.notify(count)
         except OSError as exc:
@@ -613,11 +625,43 @@ class MetricsWriter:
             landed = data[len(prefix) : written].count(b"\n") if written > len(prefix) else 0
             self._torn = data[written - 1 : written] != b"\n" if written > 0 else bool(prefix)
             self.written += landed
+            self._file_written += landed
             self._dropped_io += count - landed
             self._warn_once("write", f"cannot write metrics to {self.path} ({exc}); records dropped")
         finally:
             self._inflight = 0
             self._meter.write_started = None
+
+    # ------------------------------------------------------------ the file deleted under the writer
+    def _check_file(self, force: bool = False) -> None:
+        """Every :data:`GONE_CHECK_S` (or now, when forced): if the open file is not the one at its path any
+        more, count what it held as dropped and go on in a new file (two ``stat`` calls when nothing happened)."""
+        now = time.monotonic()
+        if not force and now - self._checked_at < GONE_CHECK_S:
+            return
+        self._checked_at = now
+        if self._fd is None or not _gone(self._fd, self.path):
+            return
+        lost, old = self._file_written, self.path
+        self.written -= lost
+        self._dropped_deleted += lost
+        self._file_written = 0
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None
+        self._claim.release()
+        self._claim = claim_file(self._primary)  # the directory is made again; a new writer there keeps its file
+        self.path = self._claim.path
+        self.meta_path = self._claim.meta_path
+        self.segment = self._claim.segment
+        self._meta.update(segment=self.segment, metrics_file=self.path.name)
+        self._warn_once(
+            "gone",
+            f"metrics file {old} was deleted while training (its directory removed?): the {lost:,} records "
+            f"written to it are lost and counted as dropped; writing on into {self.path} (segment {self.segment})",
+        )
+        self._open()
+        self._write_meta()
 
     def _write_meta(self) -> None:
         if self._fd is None and not self.written:
@@ -724,6 +768,25 @@ def _check_time(t: Any) -> float:
     if isinstance(t, (bool, str)) or not math.isfinite(stamp):
         raise ValueError(f"t must be a finite number of Unix seconds, got {t!r}")
     return stamp
+
+
+def _gone(fd: int, path: Path) -> bool:
+    """Whether the file open as ``fd`` is no longer the one at ``path`` (deleted, or replaced by another)."""
+    try:
+        open_now = os.fstat(fd)
+    except OSError:
+        return False
+    if not stat.S_ISREG(open_now.st_mode):
+        return False  # not a file on a disk (a pipe standing in for one): nothing to compare
+    if open_now.st_nlink == 0:
+        return True
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # cannot tell (permissions, a hung disk): keep writing where we are
+        return False
+    return (at_path.st_ino, at_path.st_dev) != (open_now.st_ino, open_now.st_dev)
 
 
 def _ends_without_newline(path: Path) -> bool:

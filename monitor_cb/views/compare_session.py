@@ -49,6 +49,7 @@ class CompareSettings:
     shared_x: bool | None = None  # side by side: one x range for all panels; None = unless it blanks panels
     smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
     log_x: bool = False  # a log x axis (step and samples alignments)
+    fit_bulk: bool = True  # y axes fit the bulk of the points, outliers marked at the edge (charts.outliers)
 
     def chart_options(self, uirevision: Any = "compare") -> ChartOptions:
         """The chart options these settings give (``x`` is the alignment, ``n_out`` the grid points)."""
@@ -61,6 +62,7 @@ class CompareSettings:
             uirevision=uirevision,
             smoother=self.smoother,
             log_x=self.log_x and self.alignment in ("step", "samples"),
+            fit_bulk=self.fit_bulk,
         )
 
 

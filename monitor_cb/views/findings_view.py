@@ -51,6 +51,14 @@ def alert_rows(findings: Iterable[Finding]) -> list[dict[str, Any]]:
     ]
 
 
+def charted(findings: Iterable[Finding], with_notes: bool) -> tuple[Finding, ...]:
+    """The findings drawn on the charts: info notes (plateaus) only when asked, the rest always.
+
+    Notes that many healthy runs get would cover every chart with faint bands; they stay in the list.
+    """
+    return tuple(f for f in findings if with_notes or f.severity != "info")
+
+
 def severity_counts(findings: Iterable[Finding]) -> dict[str, int]:
     """``{"error": n, "warning": n, "info": n}`` (every severity present, most severe first)."""
     counts = dict.fromkeys(SEVERITY_ORDER, 0)

@@ -31,6 +31,8 @@ from monitor_cb.charts.style import METRIC_COLORS, NONFINITE_COLOR, PALETTE, esc
 from monitor_cb.diagnosis.findings import Finding, fmt_step
 
 QUERY_FAMILY, QUERY_PARAM = "family", "param"
+MAX_CELLS = 200_000  # heatmap cells a figure holds at most (1,000 parameters: 200 step buckets)
+MIN_BUCKETS, MAX_BUCKETS = 100, 400
 CACHE_ENTRIES = 16
 CURVE_POINTS = 2_000
 MOVERS = 15
@@ -87,6 +89,12 @@ class LayersView:
         return [MoverRow(m.member, change_text(m), m.step) for m in self.movers]
 
 
+def bucket_budget(parameters: int) -> int:
+    """Step buckets per row: 400 for a small family, fewer for a large one, so the figure stays small
+    (the cells are drawn, hovered and sent to every viewer at each refresh)."""
+    return int(min(MAX_BUCKETS, max(MIN_BUCKETS, MAX_CELLS // max(parameters, 1))))
+
+
 def run_families(columns: Sequence[Any]) -> list[Family]:
     """The run's families, largest first (columns that are not text are no family's)."""
     return find_families(c for c in columns if isinstance(c, str))
@@ -139,7 +147,7 @@ def layers_view(
     options: MatrixOptions | None = None,
 ) -> LayersView:
     """One family of one run read (``RunStore.read``: frame, masks, key): heatmap, movers, curve, marks."""
-    options = options or MatrixOptions()
+    options = options or MatrixOptions(buckets=bucket_budget(len(family)))
     matrix, lock = cache.matrix((data.run_id, data.rank), family, options)
     with lock:
         matrix.update(data.frame, data.masks)

@@ -36,6 +36,7 @@ class ChartSettings:
     n_out: int = 1000
     smoother: str = "ema"  # a key of monitor_cb.analysis.smoothing.SMOOTHERS
     log_x: bool = False
+    fit_bulk: bool = True  # y axes fit the bulk of the points, outliers marked at the edge (charts.outliers)
     # Roles set by hand: (role, metric names, where it was set: "set in the URL", "set in Settings").
     roles: tuple[tuple[str, tuple[str, ...], str], ...] = ()
 
@@ -60,6 +61,7 @@ class ChartSettings:
             uirevision=uirevision,
             smoother=self.smoother,
             log_x=self.log_x,
+            fit_bulk=self.fit_bulk,
         )
 
 

@@ -28,7 +28,7 @@ from monitor_cb.charts.notes import add_note, grad_norm_note
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.style import marks_to_log_x
 from monitor_cb.ingest.viewer_work import Background, SharedResults
-from monitor_cb.views.findings_view import finding_key
+from monitor_cb.views.findings_view import charted, finding_key
 from monitor_cb.views.kpis import Kpis, compute_kpis, nan_banner
 from monitor_cb.views.live import ChartSettings, figures_key, live_figures
 from monitor_cb.views.zoom import ZoomState
@@ -54,9 +54,10 @@ class LiveRequest:
     Attributes:
         settings: the chart controls.
         zoom: the session's zoom and hidden legend entries.
-        findings: diagnosis findings drawn on every chart.
+        findings: diagnosis findings drawn on every chart (info notes only with ``notes_on_charts``).
         other_ranks: one rank drawn of a multi-rank run: metric -> the other ranks' NaN/±inf cells.
         series_key: (root, run id): lets the charts extend the cached smoothing and downsampling.
+        notes_on_charts: draw info findings (plateau notes) too; off, only warnings and errors are marked.
     """
 
     settings: ChartSettings
@@ -64,13 +65,18 @@ class LiveRequest:
     findings: tuple[Any, ...] = ()
     other_ranks: Mapping[str, Any] | None = None
     series_key: Hashable = None
+    notes_on_charts: bool = False
+
+    def drawn(self) -> tuple[Any, ...]:
+        """The findings marked on the charts (:func:`~monitor_cb.views.findings_view.charted`)."""
+        return charted(self.findings, self.notes_on_charts)
 
     def key(self, data: Any) -> tuple[Any, ...]:
         """Equal keys give equal figures: the data read, settings, zoom, findings, other ranks' marks."""
         others = tuple(sorted((m, len(c)) for m, c in (self.other_ranks or {}).items()))
         return (
             figures_key(data, self.settings, self.zoom),
-            tuple(finding_key(f) for f in self.findings),
+            tuple(finding_key(f) for f in self.drawn()),
             others,
             self.series_key,
         )
@@ -186,13 +192,10 @@ def build_figures(
     if note:  # the chart says why it shows throughput only, and how to get the norm
         add_note(figures["speed_grad"], note)
     log_x = settings.log_x and settings.x != "time"
-    if not request.findings and not log_x:
+    drawn = request.drawn()
+    if not drawn and not log_x:
         return {key: PreparedFigure.of(fig) for key, fig in figures.items()}
-    marks = (
-        chart_marks(tuple(request.findings), list(figures), marker or plain_marker(series, settings.x))
-        if request.findings
-        else {}
-    )
+    marks = chart_marks(drawn, list(figures), marker or plain_marker(series, settings.x)) if drawn else {}
     out = {}
     for key, fig in figures.items():
         spec = with_marks(fig.to_dict(), marks[key]) if key in marks else fig.to_dict()

@@ -196,15 +196,19 @@ def replay_figures(
     marker: Notable | None = None,
     n_out: int = 1000,
     uirevision: Any = "replay",
+    fit_bulk: bool = True,
 ) -> list[Any]:
     """The replay's charts of ``rows`` (the run so far, or a window at full resolution).
 
-    ``x_range`` fixes the axis (the whole run while it grows); ``marker`` draws a line at a notable step.
+    ``x_range`` fixes the axis (the whole run while it grows); ``marker`` draws a line at a notable step;
+    ``fit_bulk``: y axes fit the bulk of the points (:mod:`monitor_cb.charts.outliers`).
     """
     from monitor_cb.charts.figures import ChartData, ChartOptions, dual_axis_figure, eval_figure
 
     data = ChartData(frame, dict(logged) if logged else None, rows)
-    options = ChartOptions(smoothing=smoothing, n_out=n_out, x_range=x_range, uirevision=uirevision, height=320)
+    options = ChartOptions(
+        smoothing=smoothing, n_out=n_out, x_range=x_range, uirevision=uirevision, height=320, fit_bulk=fit_bulk
+    )
     figures = [
         dual_axis_figure(data, left, right, options, title=title)
         for title, left, right in REPLAY_PANELS

@@ -118,11 +118,15 @@ def runs_view(
     query: RunsQuery,
     budget_s: float = BUDGET_S,
     clock: Callable[[], float] = time.perf_counter,
+    health: Any = None,
 ) -> RunsView:
-    """Fill statistics within ``budget_s``, build the table, filter it and sort it."""
+    """Fill statistics within ``budget_s``, build the table, filter it and sort it.
+
+    ``health``: a :class:`~monitor_cb.compare.runhealth.HealthCache` for the health columns (None: none)."""
     cache.prune(info.id for info in infos)
     left = cache.fill(infos, budget_s, clock)
-    table = build_table(infos, cache.cached, now, TableOptions(stats=query.stats, all_config=query.all_config))
+    options = TableOptions(stats=query.stats, all_config=query.all_config)
+    table = build_table(infos, cache.cached, now, options, health.columns if health is not None else None)
     shown = filter_text(table, query.text)
     error = None
     try:
@@ -132,6 +136,25 @@ def runs_view(
     if query.sort and query.sort in shown.frame.columns:
         shown = sort_table(shown, query.sort, query.descending)
     return RunsView(table, shown, error, left)
+
+
+def time_notes(infos: Sequence[Any], cache: StatsCache, shown: Sequence[str]) -> list[tuple[str, str]]:
+    """``(run name, note)`` for the shown runs with record times past any plausible date: those times were
+    refused (not used for the duration or the first and last time), and the note says so."""
+    wanted, notes = set(shown), []
+    for info in infos:
+        stats = cache.cached(info) if info.id in wanted else None
+        if stats is not None and stats.refused_times:
+            count = stats.refused_times
+            noun = "time" if count == 1 else "times"
+            notes.append(
+                (
+                    str(info.name or info.id),
+                    f"{count:,} record {noun} outside any plausible date (such as {stats.refused_example:.6g}) "
+                    "not used for its duration",
+                )
+            )
+    return notes
 
 
 def page_table(view: RunsView, now: float) -> pd.DataFrame:
@@ -147,7 +170,8 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
         drop.append("dropped")  # shown only when a writer lost records
     frame = frame.drop(columns=drop)
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
-    first = [c for c in ("id", "name", "status", "steps", "duration_s") if c in frame.columns]
+    first = [c for c in ("id", "name", "status", "health", "health.count", "health.step") if c in frame.columns]
+    first += [c for c in ("steps", "duration_s") if c in frame.columns]
     last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]

@@ -317,3 +317,40 @@ def test_a_config_key_holding_markdown_or_a_url_is_text_in_the_group_heading(log
     assert_ok(at)
     (heading,) = [h.value for h in at.subheader if "Groups by" in h.value]
     assert not re.search(r"(?<!\\)\]\(", heading) and "http\\:\u2060//" in heading, heading
+
+
+def test_health_column_fills_in_sorts_worst_first_and_filters(sweep: Path) -> None:
+    """The worst finding of each run, diagnosed in the background: empty while pending, then error / ok."""
+    import time
+
+    deadline = time.monotonic() + 60
+    at = run_app()
+    assert_ok(at)
+    assert "health" in table(at).columns
+    while (table(at)["health"] == "").any() and time.monotonic() < deadline:
+        at.run()  # the worker diagnoses the runs meanwhile; the page never waits for it
+    frame = table(at).set_index("id")
+    assert frame.loc["diverged", "health"] == "error"
+    assert frame.loc["diverged", "health.step"] == "30"
+    assert set(frame.drop(index="diverged")["health"]) == {"ok"}
+    at.text_input(key="runs_expr").set_value('health == "error"').run()
+    assert_ok(at)
+    assert list(table(at)["id"]) == ["diverged"]
+
+
+@pytest.mark.parametrize("wall", [1e300, 1e12, -1e300])
+def test_an_implausible_event_time_is_refused_with_a_note(log_root: Path, wall: float) -> None:
+    """As found (#34 item 11): one TensorBoard event with wall time 1e300 made the duration 300 digits long.
+    The time is refused (the run lasts what its other events say) and a note names the run."""
+    from monitor_cb.testing.event_writer import Scalar, write_scalars
+
+    t0 = 1_760_000_000.0
+    scalars = [Scalar("loss", step, t0 + 0.5 * step, 1.0 / step) for step in range(1, 201)]
+    scalars.insert(100, Scalar("loss", 101, wall, 0.5))
+    write_scalars(log_root / "tb-bad", scalars)
+    at = run_app()
+    assert_ok(at)
+    row = table(at).set_index("id").loc["tb-bad"]
+    assert row["duration_s"] == "0:01:40", row["duration_s"]  # steps 1..200 at 0.5 s
+    notes = [c.value.replace("\\", "") for c in at.caption if "plausible date" in c.value]  # Markdown-escaped
+    assert len(notes) == 1 and "tb-bad: 1 record time" in notes[0] and f"(such as {wall:.6g})" in notes[0], notes

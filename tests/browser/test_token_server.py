@@ -153,6 +153,15 @@ def test_the_websocket_refuses_another_origin_even_with_the_cookie(server: tuple
         stream, subprotocols=["streamlit"], origin=url, additional_headers={"Cookie": cookie}, open_timeout=20
     ) as ws:
         assert ws.response.status_code == 101
+    # behind a local TLS proxy that says so (X-Forwarded-Proto, trusted from 127.0.0.1): the https origin is its own
+    behind_tls = {"Cookie": cookie, "X-Forwarded-Proto": "https"}
+    https = url.replace("http://", "https://")
+    with connect(
+        stream, subprotocols=["streamlit"], origin=https, additional_headers=behind_tls, open_timeout=20
+    ) as ws:
+        assert ws.response.status_code == 101
+    with pytest.raises(InvalidStatus):
+        connect(stream, subprotocols=["streamlit"], origin=url, additional_headers=behind_tls, open_timeout=20).close()
 
 
 ATTACKER_PAGE = """<!doctype html><html><body><script>

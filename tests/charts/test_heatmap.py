@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from monitor_cb.analysis.family_matrix import HeatmapData
 from monitor_cb.charts.heatmap import RATIO_LIMIT, HeatmapMark, family_heatmap
@@ -29,9 +30,11 @@ def test_cells_hover_and_escaping():
     assert z[1, 2] == RATIO_LIMIT  # NaN/Inf logged: the top of the scale
     assert np.isnan(z[1, 1])  # not logged: a gap
     assert list(heat.y) == ["model.layers.0.w", "&lt;i&gt;x&lt;/i&gt;"]
-    custom = np.asarray(heat.customdata, object)
-    assert custom[1, 2, 1] == "NaN/Inf logged" and custom[1, 1, 1] == "not logged"
-    assert custom[0, 0, 0] == "1–10"
+    custom = np.asarray(heat.customdata, float)  # numbers: (value, factor) per cell
+    assert np.isnan(custom[1, 2, 0]) and np.isinf(custom[1, 2, 1])  # NaN/Inf logged
+    assert custom[0, 2, 0] == 3000.0 and custom[0, 2, 1] == pytest.approx(10**3.5, rel=1e-5)
+    assert np.isnan(custom[1, 1, 0])  # not logged
+    assert list(heat.x) == [5.5, 15.5, 25.5]
     assert list(mark.y) == ["model.layers.0.w"] and list(mark.x) == [21]
 
 

@@ -113,3 +113,11 @@ def test_fill_spends_a_time_budget_and_the_rest_waits(tmp_path: Path) -> None:
     assert cache.cached(infos[0]).metrics["loss"].count == 10
     assert cache.fill(infos, budget_s=60) == 0 and cache.computed == 5
     assert cache.fill(infos, budget_s=0) == 0  # nothing stale: nothing to do
+
+
+def test_implausible_record_times_are_refused_and_counted() -> None:
+    frame = pd.DataFrame({"step": [1, 2, 3, 4], "t": [1.76e9, 1e300, 1.76e9 + 10, -1e301], "loss": [1.0] * 4})
+    stats = run_stats(frame)
+    assert (stats.t_first, stats.t_last) == (1.76e9, 1.76e9 + 10)
+    assert stats.refused_times == 2 and stats.refused_example == -1e301
+    assert run_stats(frame.iloc[[0, 2]]).refused_times == 0

@@ -36,13 +36,21 @@ def test_slow_loggers_get_a_longer_threshold():
     assert stall_threshold(f["t"].to_numpy(), S) == S.stall_factor * 60.0
 
 
-def test_plateau_is_info_and_spans_the_flat_stretch():
-    loss = decaying_loss(1000)
-    loss[300:] = loss[300] * noisy(700, 1.0, 0.03, seed=5)
+def test_plateau_is_info_and_spans_the_flat_stretch_near_the_start_level():
+    loss = noisy(1000, 3.0, 0.03, seed=5)  # stuck at its start level for 500 points, then it learns
+    loss[500:] = decaying_loss(500, seed=6) * 0.3
     found = detect_plateau(frame(1000, loss=loss), S)
     assert [f.severity for f in found] == ["info"]
-    assert 250 <= found[0].step <= 330 and found[0].end_step == 1000
-    assert found[0].details["ongoing"]
+    assert found[0].step == 1 and 450 <= found[0].end_step <= 525
+    assert not found[0].details["ongoing"] and "near the level it started from" in found[0].message
+
+
+def test_a_flat_tail_after_the_descent_is_convergence_not_a_plateau():
+    loss = decaying_loss(1000)
+    loss[300:] = loss[300] * noisy(700, 1.0, 0.03, seed=5)
+    assert detect_plateau(frame(1000, loss=loss), S) == []
+    smooth = 0.75 + 1.25 * np.exp(-np.arange(6000) / 900)  # 2 -> 0.75, its last 2,000 points under 1% per 200
+    assert detect_plateau(frame(6000, loss=smooth), S) == []
 
 
 def test_falling_loss_short_runs_and_constant_loss():
@@ -79,3 +87,40 @@ def test_periodic_eval_pauses_are_not_stalls():
     gaps[1499] = 300.0  # and one longer pause, still under stall_gap_seconds
     f["t"] = 1.6e9 + np.concatenate(([0.0], np.cumsum(gaps)))
     assert detect_stalled(f, S, status="finished") == []
+
+
+def _clock_jump_run(root, jump_s: float, at_step: int = 2000):
+    """A real run (MetricsWriter, explicit times, 0.5 s a step) whose clock moves by ``jump_s`` after ``at_step``."""
+    from monitor_cb.train.writer import MetricsWriter
+
+    with MetricsWriter(root / "jump", fsync_interval=0) as writer:
+        for step in range(1, 4001):
+            t = 1.76e9 + 0.5 * step + (jump_s if step > at_step else 0.0)
+            writer.log_at(t, step=step, loss=2.0 / (1 + 0.01 * step), lr=1e-3)
+
+
+def test_a_clock_set_back_an_hour_is_no_stall(tmp_path, capsys):
+    """As found (#34 item 12): a clock set back one hour at step 2,000 made ``diagnose`` warn "stalled ...
+    between step 4,000 and step 1", ordering records by time; steps decide what came before."""
+    from monitor_cb.cli import main
+    from monitor_cb.ingest import RunStore
+
+    _clock_jump_run(tmp_path, -3600.0)
+    main(["diagnose", "jump", "--logdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "stalled" not in out and "0 warnings" in out, out
+    f = RunStore(tmp_path).read("jump").frame
+    assert detect_stalled(f, S, status="finished") == []
+    last = 1.76e9 + 0.5 * 4000 - 3600  # the last step's time, an hour before the highest time in the run
+    assert detect_stalled(f, S, status="running", now=last + 60) == []  # the last record is step 4,000's
+    (silent,) = detect_stalled(f, S, status="running", now=last + 400)
+    assert silent.step == 4000 and silent.details["last_write"] == last
+
+
+def test_a_clock_set_forward_an_hour_still_reads_as_an_hour_without_records(tmp_path):
+    """The same run with the clock moved forward: indistinguishable from an hour's pause, so still reported."""
+    from monitor_cb.ingest import RunStore
+
+    _clock_jump_run(tmp_path, 3600.0)
+    (found,) = detect_stalled(RunStore(tmp_path).read("jump").frame, S, status="finished")
+    assert found.step == 2001 and "between step 2,000 and step 2,001" in found.message

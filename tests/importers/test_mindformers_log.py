@@ -270,7 +270,14 @@ def mtp_2x(values: list[float]) -> str:
 STDOUT_2X = "2026-12-05 09:22:03,{ms:03d} - mindformers[mindformers/pynative/callback/loss_callback.py:310] - INFO - "
 
 
-def test_mindformers_2x_lines_made_by_its_own_format() -> None:
+@pytest.mark.parametrize("path", ["split", "field by field"])
+def test_mindformers_2x_lines_made_by_its_own_format(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import monitor_cb.importers.mindformers_log as module
+
+    if path == "split":
+        monkeypatch.setattr(module, "FIELDS", None)  # the field-by-field path would fail on it
+    else:
+        monkeypatch.setattr(module, "split_2x", lambda line: None)
     full = {
         "loss": 2.345678,
         "load_balancing_loss": 0.0123,
@@ -396,3 +403,9 @@ def test_first_and_last_time_stamps_and_the_first_step_line() -> None:
     assert not state.stepped and state.last_t - state.first_t == pytest.approx(0.008, abs=1e-4)
     parse_log(line(V19, ms=20) + "\n", state)
     assert state.stepped and state.last_t - state.first_t == pytest.approx(0.019, abs=1e-4)
+
+
+def test_a_2x_line_with_a_part_of_a_later_version_goes_field_by_field() -> None:
+    body = print_log_2x({"loss": 1.5, "cur_step": 3, "max_steps": 9, "step_time": 5, "grad_norm": 0.5})
+    got = rows(line(body.replace(" }", ", mfu:   0.41 }"), STDOUT_2X) + "\n" + line(body, STDOUT_2X))
+    assert got == {3: {"loss": 1.5, "step_time": pytest.approx(0.005), "grad_norm": 0.5}}

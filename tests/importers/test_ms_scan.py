@@ -61,3 +61,33 @@ def test_bytes_that_only_look_like_scalars_go_the_slow_way() -> None:
     fast = scan_scalars(data, found.starts, found.lengths)
     assert fast.handled.tolist() == [True, False, False, False, False]
     assert fast.record.tolist() == [0] and fast.value.tolist() == [1.0]
+
+
+def test_records_of_one_layout_are_read_as_columns_and_lookalikes_are_not() -> None:
+    """A length group read from its first record's layout: a record of that length with another tag, another
+    step width or a value where a length should be is left to the field-by-field walk, and all agree."""
+    from monitor_cb.importers.ms_scan import _by_template
+
+    payloads = [encode_event(1.7e9 + s, s, [("loss", s / 7), ("lr", 1e-3)]) for s in range(200, 300)]
+    same_length = [
+        encode_event(1.7e9, 250, [("loss", 1.0), ("lx", 2.0)]),  # another tag, same length
+        encode_event(1.7e9, 20, [("losss", 1.0), ("lr", 2.0)]),  # a one-byte step and a longer tag
+    ]
+    assert all(len(p) == len(payloads[0]) for p in same_length)
+    payloads[50:50] = same_length
+    data = np.frombuffer(b"".join(encode(p) for p in payloads), np.uint8)
+    found = frame(data)
+    templated = _by_template(data, found.starts, found.lengths)
+    assert templated.handled.sum() == 100 and not templated.handled[50:52].any()
+    fast = scan_scalars(data, found.starts, found.lengths)
+    assert fast.handled.all()
+    got = [
+        (int(r), fast.tags[t], int(s), float(v))
+        for r, t, s, v in zip(fast.record, fast.tag, fast.step, fast.value, strict=True)
+    ]
+    want = [
+        (r, tag, decode_event(p).step, float(np.float32(v)))
+        for r, p in enumerate(payloads)
+        for tag, v in decode_event(p).scalars
+    ]
+    assert got == want

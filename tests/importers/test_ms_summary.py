@@ -72,7 +72,7 @@ def test_collector_loss_and_histograms_are_mindsporess_own_reading(real: tuple[P
                 losses[event["step"]] = value["scalar"]
                 first_wall.setdefault(event["step"], event["wall_time"])
     assert sorted(losses) == [1, 2, 4, 6, 8, 10]  # collect_freq=2, and the last step again at the end
-    got = rows(batch, "loss")  # loss/auto is our loss
+    got = rows(batch, "loss/auto")  # the tag as written
     assert sorted(got) == sorted(losses)
     for step, value in losses.items():
         assert f32(got[step]) == f32(value), step
@@ -211,7 +211,7 @@ def test_negative_steps_and_undecodable_payloads_are_bad_records(tmp_path: Path)
     assert run.bad_counts() == {0: 2}
 
 
-def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> None:
+def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     graph = b"\x09" + struct.pack("<d", 1.7e9) + b"\x22\x03abc"  # Event.graph_def
     image = b"\x0a\x03img\x22\x02\x08\x01"  # Value{tag, image}
     image_event = b"\x09" + struct.pack("<d", 1.7e9) + b"\x10\x01\x2a" + bytes([len(image) + 2, 0x0A, len(image)])
@@ -221,6 +221,10 @@ def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> No
     run = SummaryRun(tmp_path)
     assert sorted(rows(run.poll_batches()[0], "loss")) == [1, 2]
     assert run.meta()["not_read"] == {"graph": 1, "image": 1} and run.bad_counts() == {0: 0}
+    from monitor_cb.cli import main
+
+    assert main(["summary", str(tmp_path), "--logdir", str(tmp_path)]) == 0
+    assert "not read   1 graph, 1 image (only scalars and histograms" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -242,6 +246,14 @@ def test_a_fifo_and_a_link_out_of_the_root_are_refused_and_the_rest_is_read(tmp_
     assert "FIFO" in refused[NAME.format(rank=1)] or "fifo" in refused[NAME.format(rank=1)].lower()
     assert "outside" in refused[NAME.format(rank=2)]
     assert run.ranks == [0] and is_ms_summary_dir(run_dir)
+
+
+def test_a_link_to_a_summary_file_inside_the_root_is_not_read_twice(tmp_path: Path) -> None:
+    _scalar_file(tmp_path / NAME.format(rank=0), range(1, 4))
+    os.symlink(tmp_path / NAME.format(rank=0), tmp_path / "events.out.events.summary.1700000001.0.host_MS")
+    run = SummaryRun(tmp_path)
+    (batch,) = run.poll_batches().values()
+    assert batch.step.tolist() == [1, 2, 3] and batch.seg.tolist() == [1, 1, 1] and len(run.files) == 1
 
 
 def test_ranks_come_from_the_file_names_and_later_files_are_segments(tmp_path: Path) -> None:
@@ -296,3 +308,32 @@ def test_the_encoder_lays_out_events_byte_for_byte_as_mindspore(real: tuple[Path
                 assert [v["tag"] for v in event["values"]] == [t for t, _ in scalars] + [t for t, _ in histograms]
             mine = encode_event(event["wall_time"], event["step"], scalars, histograms, event["version"] or None)
             assert mine == data[start : start + length], (part, event["step"])
+
+
+RANK3 = """
+import sys
+import mindspore as ms
+import numpy as np
+from mindspore.train.summary import SummaryRecord
+ms.set_context(device_id=3)
+with SummaryRecord(sys.argv[1]) as record:
+    for step in (1, 2):
+        record.add_value("scalar", "loss", ms.Tensor(np.float32(step)))
+        record.record(step)
+"""
+
+
+def test_the_rank_is_the_one_mindspore_put_in_the_file_name(tmp_path: Path) -> None:
+    """Without a launcher MindSpore names the file after the context's device id (3 here): that is the rank."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("mindspore") is None:
+        pytest.skip("mindspore is not installed")
+    done = subprocess.run([sys.executable, "-c", RANK3, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = tmp_path.glob("*_MS")
+    assert ".3." in path.name
+    batches = SummaryRun(tmp_path).poll_batches()
+    assert list(batches) == [3] and rows(batches[3], "loss") == {1: 1.0, 2: 2.0}

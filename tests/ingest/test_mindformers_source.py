@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,62 @@ def test_a_log_growing_before_its_first_step_is_starting_then_running_and_lasts_
     assert running.status == "running" and running.last_step == 1
     kpis = compute_kpis(store.read("job/output/log").frame, running, now[0])
     assert kpis.elapsed_s == pytest.approx(45.0), "the log's own span, not now minus its first line"
+
+
+def test_a_worker_log_linked_out_of_the_root_is_a_skipped_file_and_the_other_ranks_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    msrun = root / "job" / "output" / "msrun_log"
+    msrun.mkdir(parents=True)
+    write(tmp_path / "secret.log", range(1, 5))
+    (msrun / "worker_1.log").symlink_to(tmp_path / "secret.log")
+    os.mkfifo(msrun / "worker_2.log")  # not a log: never opened (a FIFO would hang a reader)
+    write(msrun / "worker_0.log", range(1, 4))
+    store = RunStore(root, cache=False)
+    info = {i.id: i for i in store.list_runs()}["job/output/msrun_log"]
+    assert info.last_step == 3 and info.n_records == 3
+    (note,) = store.skipped_files()
+    assert note.startswith(f"skipped {msrun / 'worker_1.log'}: ") and "outside the log root" in note
+
+
+def test_per_parameter_lines_of_a_log_run_are_one_family(tmp_path: Path) -> None:
+    """TrainingStateMonitor's ``local_norm/<param>`` lines, read through the store, are the family the
+    per-parameter heatmap draws (:mod:`monitor_cb.analysis.families`)."""
+    from monitor_cb.analysis.families import find_families
+    from tests.importers.test_mindformers_log import to_log
+
+    log = tmp_path / "job" / "output" / "log" / "rank_0" / "info.log"
+    log.parent.mkdir(parents=True)
+    write(log, range(1, 3))
+    with log.open("a") as out:
+        for step in (1, 2):
+            for n in range(3):
+                out.write(to_log(step, f"local_norm/model.layers.{n}.attention.wq.weight", n) + "\n")
+    frame = RunStore(tmp_path, cache=False).read("job/output/log").frame
+    (family,) = find_families(frame.columns)
+    assert family.name == "local_norm" and len(family) == 3
+    assert list(frame["local_norm/model.layers.2.attention.wq.weight"]) == [2.0, 2.0]
+
+
+def test_rotated_files_are_read_a_slice_at_a_time_and_one_over_the_cap_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import monitor_cb.ingest.mindformers_source as module
+
+    monkeypatch.setattr(module, "ROTATED_SLICE", 300)  # lines of about 200 bytes cross every slice's end
+    monkeypatch.setattr(module, "ROTATED_CAP", 20_000)
+    rank = tmp_path / "rank_0"
+    rank.mkdir()
+    write(rank / "info.log.3", range(1, 200))  # over the cap: not read, named
+    write(rank / "info.log.2", range(200, 230))
+    with (rank / "info.log.2").open("a") as out:
+        out.write("z" * 700 + "\n")  # longer than a slice: skipped as one bad line
+    write(rank / "info.log.2", range(230, 240))
+    write(rank / "info.log.1", range(240, 260))
+    write(rank / "info.log", range(260, 262))
+    source = MindFormersLogSource(rank / "info.log", 0, tmp_path)
+    source.poll()
+    assert list(source.frame()["step"]) == list(range(200, 262)) and source.bad_count == 1
+    assert (
+        list(source.skipped) == [str(rank / "info.log.3")]
+        and "over the 20,000-byte cap" in source.skipped[str(rank / "info.log.3")]
+    )

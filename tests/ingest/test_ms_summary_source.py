@@ -53,7 +53,8 @@ def test_summary_directories_are_listed_and_read_as_runs(root: Path, written: tu
     _, events = only(expected, "collector")
     losses = {e["step"]: v["scalar"] for e in events for v in e["values"] if "scalar" in v}
     assert frame["step"].tolist() == sorted(losses)
-    assert np.array_equal(frame["loss"].to_numpy(np.float32), np.array([losses[s] for s in sorted(losses)], np.float32))
+    theirs = np.array([losses[s] for s in sorted(losses)], np.float32)
+    assert np.array_equal(frame["loss/auto"].to_numpy(np.float32), theirs)
     record = store.read("record").frame
     assert record["acc"].tolist() == [0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -90,7 +91,7 @@ def test_a_growing_summary_file_is_live(tmp_path: Path) -> None:
     assert store.run_info("live").last_step == 5
     path.write_bytes(data)
     frame = store.read("live").frame
-    assert frame["step"].tolist() == list(range(1, 11)) and frame["loss"].iloc[-1] == 0.1
+    assert frame["step"].tolist() == list(range(1, 11)) and frame["loss/auto"].iloc[-1] == 0.1
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

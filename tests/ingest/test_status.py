@@ -125,3 +125,21 @@ def test_span_from_relative_times_never_meets_the_clock() -> None:
     assert run_span(None, None, 1.7e9, 1.7e9 + 60, active=False, now=now) == 60.0
     assert run_span(1.7e9, 1.7e9 + 90, 1.7e9, 1.7e9 + 60, active=False, now=now) == 90.0  # metadata first
     assert run_span(None, None, None, None, active=True, now=now) is None
+
+
+def test_implausible_times_count_as_none() -> None:
+    """A time past 2100 (or before -2100 years' worth of seconds) is no date and no span: #34 item 11."""
+    import numpy as np
+
+    from monitor_cb.ingest.status import TIME_MAX, plausible_time, run_span, time_bounds
+
+    t0 = 1_760_000_000.0
+    assert plausible_time(t0) and plausible_time(0.0) and plausible_time(TIME_MAX)
+    for bad in (1e300, -1e300, TIME_MAX * 1.001, float("nan"), float("inf"), None):
+        assert not plausible_time(bad), bad
+    assert run_span(t0, 1e300, t0, t0 + 100, False, t0 + 200) == 100.0  # the records' end, not 1e300
+    assert run_span(1e300, None, t0, t0 + 100, False, t0 + 200) == 100.0
+    assert run_span(None, None, 1e300, 1e300, False, t0) is None
+    t = np.array([np.nan, -1e300, t0, t0 + 5, 1e300, np.inf])
+    assert time_bounds(t) == (t0, t0 + 5)
+    assert time_bounds(np.array([1e300, np.nan])) == (None, None)

@@ -108,13 +108,15 @@ def test_watcher_ids_name_the_run_kind_step_and_segment(tmp_path: Path) -> None:
     write_run(root, "exp1", range(1, 21), status="finished")
     watcher = Watcher(root, NotifyConfig(), skip_older=0)
     (first,) = watcher.poll()
-    assert (first.segment, first.id) == (1, alert_id("exp1", "finished", 20, 1))
+    started = watcher.store.run_info("exp1").meta["first_start_time"]  # the run's first start: kept on resumes
+    scope = (os.path.realpath(root), started)  # the root: the same run name under another root is another run
+    assert (first.segment, first.id) == (1, alert_id("exp1", "finished", 20, 1, scope))
     resumed = MetricsWriter(root / "exp1", fsync_interval=0)  # a resume: the writer's next segment
     for step in range(21, 31):
         resumed.log(step=step, loss=1.0 / step, lr=1e-3, grad_norm=1.0)
     resumed.close("finished")
     (second,) = watcher.poll()
-    assert (second.segment, second.id) == (2, alert_id("exp1", "finished", 30, 2))
+    assert (second.segment, second.id) == (2, alert_id("exp1", "finished", 30, 2, scope))
 
 
 # --- real receivers, real watch processes -----------------------------------------------------------
@@ -374,3 +376,77 @@ def test_outage_with_a_restart_loses_nothing(tmp_path: Path) -> None:
     assert (result.expected, result.delivered, result.lost) == (4, 4, 0)
     assert result.in_order
     assert result.requests > result.delivered  # the outage was real: refused attempts came first
+
+
+# --- clock jumps (issue 34, item 7) --------------------------------------------------------------------
+
+DAY = 86_400.0
+
+
+class JumpingClock:
+    """Wall-clock time plus an offset the test moves (a clock jump and its correction)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def jumped_sender(tmp_path: Path, receiver, clock: JumpingClock, **settings: float):
+    """An OutboxSender over a fresh state holding one alert found now (by ``clock``), for a webhook on ``receiver``."""
+    import threading
+
+    from monitor_cb.masking import Secret
+    from monitor_cb.notify.channels import WebhookChannel
+    from monitor_cb.notify.config import NotifyConfig, Route
+    from monitor_cb.notify.outbox import OutboxSender
+
+    route = Route(WebhookChannel("hook", Secret(receiver.url + "/hook")), min_severity="info")
+    options = {"backoff": 0.1, "max_backoff": 0.5, "gather": 0.0, "group_window": 0.0, "retries": 0, **settings}
+    config = NotifyConfig(routes=[route], timeout=2, response_timeout=2, **options)
+    state = WatchState()
+    save = lambda: state.save(tmp_path / "state.json")  # noqa: E731
+    sender = OutboxSender(config, state, save, lock=threading.RLock(), clock=clock)
+    state.outbox.add(alert("exp1"), ["hook"], clock())
+    return sender, state
+
+
+def test_a_retry_set_while_the_clock_was_ten_days_ahead_waits_no_longer_than_the_longest_backoff(
+    tmp_path: Path, http_receiver
+) -> None:
+    """As found: while the clock was ten days ahead an alert was found and its delivery failed (its next try
+    ten days ahead); the clock came back, the continuous watch waited for that next try, and the alert expired
+    undelivered."""
+    rx = http_receiver(statuses=[500])
+    clock = JumpingClock()
+    clock.offset = 10 * DAY
+    sender, state = jumped_sender(tmp_path, rx, clock)
+    assert not sender.drain(timeout=5)  # tried once (retries=0) ten days ahead: HTTP 500
+    (entry,) = state.outbox.entries
+    assert entry.channels["hook"].next_try > time.time() + 9 * DAY
+    clock.offset = 0.0  # NTP corrects the clock
+    sender.start()
+    try:
+        wait_for(lambda: len(rx.requests) == 2, timeout=0.5 + 5, what="the retry within the longest back-off")
+        wait_for(lambda: state.outbox.pending_counts() == {"hook": 0}, what="the alert delivered")
+    finally:
+        sender.close(5)
+    assert state.outbox.channels["hook"].delivered == 1 and state.outbox.channels["hook"].expired == 0
+    assert rx.requests[0].headers["Idempotency-Key"] == rx.requests[1].headers["Idempotency-Key"]
+
+
+def test_an_alert_found_while_the_clock_was_ahead_is_gathered_for_gather_seconds_only(
+    tmp_path: Path, http_receiver
+) -> None:
+    rx = http_receiver()
+    clock = JumpingClock()
+    clock.offset = 10 * DAY
+    sender, state = jumped_sender(tmp_path, rx, clock, gather=0.2, group_window=0.3)
+    clock.offset = 0.0  # the alert's "created" is now ten days in the future
+    sender.start()
+    try:
+        wait_for(lambda: state.outbox.pending_counts() == {"hook": 0}, timeout=5, what="delivery after gather")
+    finally:
+        sender.close(5)
+    assert len(rx.requests) == 1

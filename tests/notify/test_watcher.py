@@ -381,3 +381,23 @@ def test_layer_origin_is_alerted_with_the_parameter_named(tmp_path: Path, http_r
     origin = [a for a in sent(rx) if a["kind"] == "layer_origin"]
     assert [(a["run"], a["severity"]) for a in origin] == [("blown", "error")]
     assert f"starting in {run.culprit} (grad_norm)" in origin[0]["message"]
+
+
+def test_a_run_that_logs_no_throughput_gets_no_throughput_alert(tmp_path: Path, http_receiver):
+    """As found (#34 item 10): every run logging no throughput, whose record times cannot stand for it, sent
+    an info alert of kind throughput_drop ("throughput was not judged"). A note is not an alert."""
+    from monitor_cb.diagnosis import diagnose
+    from monitor_cb.ingest import RunStore
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    writer = MetricsWriter(root / "custom-loop", fsync_interval=0)
+    start = time.time() - 60
+    for step in range(1, 601):  # a custom loop's records, stamped a microsecond apart (written at the end)
+        writer.log_at(start + step * 1e-6, step=step, loss=2.0 / (1 + step * 0.01), lr=1e-3)
+    writer.close()
+    findings = diagnose(RunStore(root).read("custom-loop").frame)
+    assert any(f.kind == "throughput_drop" and f.details.get("variant") == "not_judged" for f in findings)
+    alerts = watch_once(root, rx)
+    assert [a.kind for a in alerts] == ["finished"]
+    assert [a["kind"] for a in wait_for(lambda: sent(rx), 10)] == ["finished"]

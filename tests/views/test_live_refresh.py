@@ -95,11 +95,13 @@ def test_findings_marks_are_made_once_for_new_records_on_the_step_axis(tmp_path:
     store, shared = RunStore(tmp_path), LiveShared()
     findings = (Finding("loss_spike", "warning", 120, "spike"), Finding("plateau", "info", 10, "flat", end_step=90))
 
-    def refresh(x: str = "step") -> dict[str, object]:
-        req = LiveRequest(ChartSettings(x=x), ZoomState(), findings)
+    def refresh(x: str = "step", notes: bool = True) -> dict[str, object]:
+        req = LiveRequest(ChartSettings(x=x), ZoomState(), findings, notes_on_charts=notes)
         live = process(store.run_info("r"), store.read("r"), req, 100.0, shared)
         return live.figures["loss_lr"].to_dict()
 
+    no_notes = [s["name"] for s in refresh(notes=False)["layout"]["shapes"] if s["name"].startswith("finding:")]
+    assert no_notes == ["finding:loss_spike"], "an info note is drawn only when asked"
     first = refresh()
     writer.log_at(1e9, step=301, loss=0.05)
     writer.flush()
