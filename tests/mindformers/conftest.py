@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mindformers.harness import TrainedRun, Training, start
+from tests.mindformers.harness import TIMEOUT_S, TrainedRun, Training, start
 
 TENSORBOARD = ("--tensorboard", "tensorboard")  # MindFormers' own event files too, in <cwd>/tensorboard/rank_0
 VARIANTS = {
@@ -20,6 +20,14 @@ VARIANTS = {
     "overflow": ("--loss-scale", "1e38", *TENSORBOARD),  # the first steps overflow and the scale halves
     "args": ("--args-api",),  # Trainer(args=TrainingArguments(...), model=..., callbacks=[LiveMonitor(...)])
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first test here waits for the trainings (see harness.TIMEOUT_S): its time bound is theirs."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(TIMEOUT_S + 120))
 
 
 @pytest.fixture(scope="session")
