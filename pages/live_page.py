@@ -525,11 +525,11 @@ def show(data: LiveData) -> None:
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
-        _findings.findings_list(data.findings)
+        _findings.findings_list(data.findings, run_id=data.run.id)
         return
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
-    _findings.findings_list(data.findings)
+    _findings.findings_list(data.findings, run_id=data.run.id)
 
 
 def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSettings) -> None:
