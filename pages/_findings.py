@@ -15,6 +15,7 @@ _findings.toast_new(run.id, findings)                         # a toast per find
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -72,6 +73,7 @@ def run_findings(
     store: Any = None,
     shared: Any = None,
     first_wait_s: float | None = None,
+    roles: Any = None,
 ) -> list[Any]:
     """``diagnose`` for one run, remembered until its data, status or settings change.
 
@@ -86,7 +88,10 @@ def run_findings(
             (of an earlier data version while the newest is diagnosed); only a run never diagnosed
             before waits for its first findings, at most ``first_wait_s`` (default :data:`FIRST_WAIT_S`).
             Without it, the findings are computed here and remembered per browser session.
+        roles: roles set for this page (``?role.loss=...``: ``{role: names}``) over the root's.
     """
+    from dataclasses import replace
+
     from monitor_cb.diagnosis import diagnose
     from monitor_cb.views.live import rank_findings, ranks_version
 
@@ -94,6 +99,9 @@ def run_findings(
         return []
     now = time.time() if now is None else now
     settings = current_settings(root)
+    if roles:  # a page's roles are part of the settings: findings are remembered per roles too
+        with contextlib.suppress(ValueError):  # a link's names past the caps: judged on the root's roles
+            settings = replace(settings, roles={**settings.chosen_roles(), **roles})
     across = store is not None and data.rank is not None
     version = (data.key, ranks_version(store, run.id)) if across else data.key
     key = findings_cache_key(run.id, version, settings, status=run.status, now=now)

@@ -417,7 +417,10 @@ def _live_body(
     shared = _shared.live_shared(str(store.root))
     wait = first_findings_wait(len(data), refresh_s)
     root = _shared.log_root()
-    findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
+    roles = {role: names for role, names, where in settings.roles if where == "set in the URL"}
+    findings = tuple(
+        _findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait, roles=roles)
+    )
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run, data.frame))
     _findings.sidebar_badge(findings, where)

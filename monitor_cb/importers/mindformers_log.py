@@ -65,13 +65,14 @@ from monitor_cb.record import STEP_LIMIT
 SOURCE_FORMAT = "mindformers_log"
 SLICE_LINES = 100_000
 STEP_MARK = "Epoch:["  # MFLossMonitor's (1.x) step line
-STEP_WORD = "step:["  # every step line, TrainingStateMonitor's included
 STEP_LOSS = "], loss"  # what follows the step in a step line of either generation (not a per-parameter line)
 PROGRESS_MARK = "samples/s/p"
 FINISHED_MARK = "Training Over"
 
 _CORE = r"Epoch:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\],\s*step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
 _CORE2 = r"\{ step:\[\s*(-?\d+)\s*/\s*(-?\d+)\s*\]"
+_MARKS = r"step:\[|Epoch:\["  # every step line's (TrainingStateMonitor's included) or STEP_MARK
+_STEP_MARKS = r"Epoch:\[|\{ step:\["  # STEP_MARK or STEP2_MARK
 _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf|-inf))"
 # name -> (regex with one group over a step line, scale)
 FIELDS: dict[str, tuple[str, float]] = {
@@ -160,7 +161,7 @@ def _parse_slice(lines: Any, state: LogState, rank: int) -> ParsedLog:
     if bool(lines.str.contains(FINISHED_MARK, literal=True).any()):
         state.finished = True
     _note_times(lines, state)
-    marked = lines.str.contains(STEP_WORD, literal=True) | lines.str.contains(STEP_MARK, literal=True)
+    marked = lines.str.contains(_MARKS)  # (one pass: a regex of literals is a substring search)
     is_progress = lines.str.contains(PROGRESS_MARK, literal=True)
     frame = pl.DataFrame({"line": lines}).with_row_index("row").filter(marked | is_progress)
     if frame.height == 0:
@@ -191,7 +192,7 @@ def _kinds(line: Any) -> np.ndarray:
     from monitor_cb.importers.mindformers_state import STATE_LINE
 
     has_loss = line.str.contains(STEP_LOSS, literal=True).to_numpy()
-    is_step = (line.str.contains(STEP_MARK, literal=True) | line.str.contains(STEP2_MARK, literal=True)).to_numpy()
+    is_step = line.str.contains(_STEP_MARKS).to_numpy()
     is_progress = line.str.contains(PROGRESS_MARK, literal=True).to_numpy()
     is_state = np.zeros(len(line), bool)
     others = np.flatnonzero(~has_loss & ~is_progress)
@@ -262,33 +263,32 @@ def _assemble(
     rank: int,
     bad: list[int],
 ) -> ParsedLog:
-    """The batch of a chunk's good step rows, per-parameter rows and progress rows, in line order.
+    """The batch of a chunk's good step rows and per-parameter rows, in line order.
 
-    A progress line belongs to the step line just before it (in this chunk or the last); after an
-    unreadable step line, or with none before it, it is dropped rather than put on another step.
+    A progress line belongs to the step line just before it: its samples/s go on that step's row
+    (one row per step, so the table takes the batch in order), or, for a step line of the last
+    chunk, on a row of its own with that step; after an unreadable step line, or with none before
+    it, it is dropped rather than put on another step.
     """
     fields, _, steps, ok = step_parts
     rows = frame["row"].to_numpy()
     step_rows = rows[kind == _STEP]
     progress_rows = rows[kind == _PROGRESS]
-    owners = np.where(ok, steps, -1)
-    before = np.searchsorted(step_rows, progress_rows) - 1
+    before = np.searchsorted(step_rows, progress_rows) - 1  # the step line before each progress line
     carried = state.last_step if state.last_step is not None else -1
-    progress_steps = (
-        np.where(before >= 0, owners[np.maximum(before, 0)], carried)
-        if len(owners)
-        else np.full(len(progress_rows), carried)
-    )
-    if len(owners):
-        state.last_step = int(owners[-1]) if owners[-1] >= 0 else None
-    progress_keep = progress_steps >= 0
-    kept_rows = np.concatenate([step_rows[ok], state_rows.rows, progress_rows[progress_keep]])
-    kept_steps = np.concatenate([steps[ok], state_rows.steps, progress_steps[progress_keep]])
+    joins = before >= 0
+    if joins.any():
+        joins[joins] = ok[before[joins]]  # (after a bad step line: dropped)
+    own_row = (before < 0) & (carried >= 0)  # the last chunk's step: a row of its own
+    if len(step_rows):
+        state.last_step = int(steps[-1]) if ok[-1] else None
+    kept_rows = np.concatenate([step_rows[ok], state_rows.rows, progress_rows[own_row]])
+    kept_steps = np.concatenate([steps[ok], state_rows.steps, np.full(int(own_row.sum()), carried, np.int64)])
     kept_kind = np.concatenate(
         [
             np.full(int(ok.sum()), _STEP, np.int8),
             np.full(len(state_rows.rows), _STATE, np.int8),
-            np.full(int(progress_keep.sum()), _PROGRESS, np.int8),
+            np.full(int(own_row.sum()), _PROGRESS, np.int8),
         ]
     )
     if not len(kept_rows):
@@ -298,12 +298,11 @@ def _assemble(
     n = len(kept_rows)
     keep = np.zeros(len(rows), bool)
     keep[np.searchsorted(rows, kept_rows)] = True  # (rows and kept_rows sorted: the kept lines in order)
-    kept_lines = frame["line"].filter(pl_series(keep))
     batch = Batch(
         step=kept_steps.astype(np.int64),
         seg=np.full(n, MISSING_INT, np.int64),
         rank=np.full(n, rank, np.int64),
-        t=_times(kept_lines),
+        t=_times(frame["line"].filter(pl_series(keep))),
     )
     at_step = np.flatnonzero(kept_kind == _STEP)
     for name, (values, logged) in fields.items():
@@ -312,9 +311,13 @@ def _assemble(
     for name, (values, logged) in state_rows.columns.items():
         if name not in batch.floats:  # (a tag never takes the name of one of MFLossMonitor's fields)
             _put(batch, name, _spread(values, n, at_state), _spread(logged, n, at_state))
-    at_progress = np.flatnonzero(kept_kind == _PROGRESS)
-    throughput = _throughputs(kept_lines.filter(pl_series(kept_kind == _PROGRESS)))
-    _put(batch, "throughput", _spread(throughput, n, at_progress), _spread(~np.isnan(throughput), n, at_progress))
+    if len(progress_rows):
+        throughput = _throughputs(frame["line"].filter(pl_series(kind == _PROGRESS)))
+        at = np.full(len(progress_rows), -1, np.int64)
+        at[joins] = np.searchsorted(kept_rows, step_rows[before[joins]])
+        at[own_row] = np.searchsorted(kept_rows, progress_rows[own_row])
+        use = at >= 0
+        _put(batch, "throughput", _spread(throughput[use], n, at[use]), _spread(~np.isnan(throughput[use]), n, at[use]))
     return ParsedLog(batch, bad)
 
 
@@ -349,22 +352,22 @@ def _step_fields(line: Any) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], t
     (null epoch: a 2.x line, whose step is global)."""
     import polars as pl
 
-    second = line.str.contains(STEP2_MARK, literal=True)
-    if bool(second.all()):  # 2.x lines: split at their commas, each part by its label
+    is_2x = line.str.contains(STEP2_MARK, literal=True)
+    if bool(is_2x.all()):  # 2.x lines: split at their commas, each part by its label
         split = split_2x(line)
         if split is not None:
             return split
-    elif not bool(second.any()):
+    elif not bool(is_2x.any()):
         usual = _usual_form(line)
         if usual is not None:  # the usual case: every line split at its commas, each part in its place
             return _usual_fields(usual)
     fields: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     groups = line.str.extract_groups(_CORE)
     core = [groups.struct.field(str(i)).cast(pl.Int64, strict=False) for i in range(1, 5)]
-    if bool(second.any()):
-        second = line.str.extract_groups(_CORE2)
-        v2 = core[2].is_null() & second.struct.field("1").is_not_null()
-        step, total = (second.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
+    if bool(is_2x.any()):
+        groups2 = line.str.extract_groups(_CORE2)
+        v2 = core[2].is_null() & groups2.struct.field("1").is_not_null()
+        step, total = (groups2.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2))
         core = [
             core[0],
             core[1].zip_with(~v2, pl.repeat(1, len(line), dtype=pl.Int64, eager=True)),
@@ -518,9 +521,10 @@ def _times(line: Any) -> np.ndarray:
 
     # the file handler's "[INFO] 2026-12-05 09:22:03,997 ..." and stdout's (msrun's worker logs)
     # "2026-12-05 09:22:03,997 - ..." by position; anything else by regex
-    stamp = line.str.slice(7, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
+    starts = (7, 0) if line.len() and str(line[0]).startswith("[") else (0, 7)  # the first line's prefix first
+    stamp = line.str.slice(starts[0], 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
     if stamp.null_count():
-        stamp = stamp.fill_null(line.str.slice(0, 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))
+        stamp = stamp.fill_null(line.str.slice(starts[1], 23).str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))
     if stamp.null_count():
         groups = line.str.slice(0, _STAMP_HEAD).str.extract_groups(_STAMP)
         text = groups.struct.field("1") + "," + groups.struct.field("2")

@@ -357,9 +357,11 @@ def _started(info: Any) -> float | None:
 
 
 def _rerun(state: RunState, n_records: int, started: float | None) -> bool:
-    """Whether the run is not the one the state describes: it started at another time, or has fewer records."""
-    if started is not None and state.started is not None and started != state.started:
-        return True
+    """Whether the run is not the one the state describes: it started at another time, or (when no start time
+    tells) has fewer records. (A listing's record count may move a little once a long file is read: with a
+    start time, that is not taken for a re-run.)"""
+    if started is not None and state.started is not None:
+        return started != state.started
     return 0 <= n_records < state.n_records
 
 

@@ -185,3 +185,28 @@ def test_per_parameter_lines_of_a_log_run_are_one_family(tmp_path: Path) -> None
     (family,) = find_families(frame.columns)
     assert family.name == "local_norm" and len(family) == 3
     assert list(frame["local_norm/model.layers.2.attention.wq.weight"]) == [2.0, 2.0]
+
+
+def test_rotated_files_are_read_a_slice_at_a_time_and_one_over_the_cap_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import monitor_cb.ingest.mindformers_source as module
+
+    monkeypatch.setattr(module, "ROTATED_SLICE", 300)  # lines of about 200 bytes cross every slice's end
+    monkeypatch.setattr(module, "ROTATED_CAP", 20_000)
+    rank = tmp_path / "rank_0"
+    rank.mkdir()
+    write(rank / "info.log.3", range(1, 200))  # over the cap: not read, named
+    write(rank / "info.log.2", range(200, 230))
+    with (rank / "info.log.2").open("a") as out:
+        out.write("z" * 700 + "\n")  # longer than a slice: skipped as one bad line
+    write(rank / "info.log.2", range(230, 240))
+    write(rank / "info.log.1", range(240, 260))
+    write(rank / "info.log", range(260, 262))
+    source = MindFormersLogSource(rank / "info.log", 0, tmp_path)
+    source.poll()
+    assert list(source.frame()["step"]) == list(range(200, 262)) and source.bad_count == 1
+    assert (
+        list(source.skipped) == [str(rank / "info.log.3")]
+        and "over the 20,000-byte cap" in source.skipped[str(rank / "info.log.3")]
+    )

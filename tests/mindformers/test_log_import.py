@@ -161,3 +161,26 @@ def test_a_nan_loss_in_the_log_is_alerted_like_ours(
     alerts = {a["kind"]: a for a in sent(rx)}
     assert alerts["nan"]["run"] == "job/output/log" and alerts["nan"]["step"] == 15
     assert alerts["nan"]["severity"] == "error"
+
+
+def test_the_real_jobs_output_as_msrun_writes_it_and_with_both_layouts(yaml_run: TrainedRun, tmp_path: Path) -> None:
+    """msrun sends a worker's stdout and stderr to ``output/msrun_log/worker_N.log``: the real job's
+    output (the stdout handler's prefix) laid out so is one rank of a run whose values equal
+    LiveMonitor's; with ``output/log`` beside it, the job is one run, not two."""
+    stderr = (yaml_run.cwd / "stderr.txt").read_text(errors="replace")
+    job = tmp_path / "job" / "output"
+    (job / "msrun_log").mkdir(parents=True)
+    (job / "msrun_log" / "worker_0.log").write_text(yaml_run.stdout + stderr)
+    (job / "msrun_log" / "scheduler.log").write_text("msrun scheduler\n")
+    store = RunStore(tmp_path, cache=False)
+    (info,) = store.list_runs()
+    assert info.id == "job/output/msrun_log" and info.name == "job" and info.ranks == (0,)
+    assert info.last_step == 20 and info.bad_lines == 0 and info.status == "finished"
+    read = by_step(store.read(info.id).frame)
+    for record in yaml_run.records():
+        for name in METRICS:
+            assert_same(read[record["step"]][name], float(record[name]), name, record["step"])
+    (job / "log" / "rank_0").mkdir(parents=True)
+    shutil.copy(yaml_run.info_log, job / "log" / "rank_0" / "info.log")
+    store = RunStore(tmp_path, cache=False)
+    assert [i.id for i in store.list_runs()] == ["job/output/log"]

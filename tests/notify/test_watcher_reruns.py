@@ -109,3 +109,20 @@ def test_the_same_run_name_under_two_roots_gives_two_idempotency_keys(tmp_path: 
     keys = [r.headers["Idempotency-Key"] for r in rx.requests]
     assert len(keys) == 2 and keys[0] != keys[1]
     assert len({a["id"] for a in sent(rx)}) == 2
+
+
+def test_without_metadata_a_rerun_is_told_by_its_fewer_records(tmp_path: Path, http_receiver) -> None:
+    """No start time to compare (the metadata file is gone): a run with fewer records than before is a re-run."""
+    from monitor_cb.record import meta_path_for
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    nan_run(root)
+    meta_path_for(root / "exp1" / "metrics.jsonl").unlink()
+    watch_once(root, rx, skip_older=0)
+    assert kinds(rx).count(("exp1", "nan")) == 1
+    shutil.rmtree(root / "exp1")
+    write_run(root, "exp1", range(1, 301), nan_from=101, status="stopped")
+    meta_path_for(root / "exp1" / "metrics.jsonl").unlink()
+    watch_once(root, rx, skip_older=0)
+    assert kinds(rx).count(("exp1", "nan")) == 2
