@@ -127,7 +127,7 @@ def test_a_read_only_viewer_clicking_every_sidebar_button_writes_and_starts_noth
     clicked: dict[str, list[str]] = {}
     with chromium_page(width=1280, height=900) as page:
         for path, ready in PAGES.items():
-            page.goto(f"{url}/{path}", wait_until="domcontentloaded")
+            page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=120_000)
             poll(lambda ready=ready: page.locator(ready).count() > 0, 90, what=f"/{path}")
             assert page.get_by_text("Generate sample runs").count() == 0, path
             assert page.get_by_text("Start the demo training").count() == 0, path
@@ -141,7 +141,7 @@ def test_a_read_only_viewer_clicking_every_sidebar_button_writes_and_starts_noth
 def test_a_read_only_dashboard_on_an_empty_root_offers_nothing_to_write(roots: tuple[Path, Path, str, str]) -> None:
     _, empty, _, url = roots
     with chromium_page(width=1280, height=900) as page:
-        page.goto(url, wait_until="domcontentloaded")
+        page.goto(url, wait_until="domcontentloaded", timeout=120_000)
         poll(lambda: page.get_by_text("read-only").count() > 0, 90, what="the empty root's page")
         assert page.get_by_text("Generate sample runs").count() == 0
         assert page.get_by_text("Start the demo training").count() == 0
