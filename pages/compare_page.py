@@ -27,7 +27,7 @@ from monitor_cb.charts.overlay import MANY_RUNS, hidden_runs
 from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
-from monitor_cb.compare.rundata import RunData, metric_options
+from monitor_cb.compare.rundata import RunData, default_metrics, metric_options
 from monitor_cb.compare.summary_table import default_eval_metric
 from monitor_cb.views import runfilter
 from monitor_cb.views.compare_session import (
@@ -169,7 +169,7 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     alignment = c2.radio("Align by", list(ALIGNMENTS), key=K_ALIGN, format_func=ALIGNMENTS.get, horizontal=True)
     mode = c3.radio("Mode", list(MODES), key=K_MODE, format_func=MODES.get, horizontal=True)
     # Toggles get columns wide enough for their whole label ("Log y" once read "Lo…").
-    s1, s2, c5, c6, c6x, c7 = st.columns([2, 2, 1.4, 2, 2, 2.4], vertical_alignment="bottom")
+    s1, s2, c5, c6, c6x, c7 = st.columns([2, 1.7, 1.4, 2.4, 2, 2.3], vertical_alignment="bottom")
     smoother = s1.selectbox(
         "Smoothing",
         list(SMOOTHERS),
@@ -180,12 +180,12 @@ def controls(data: Sequence[RunData]) -> tuple[CompareSettings, bool, str | None
     smoothing = s2.slider("Weight", 0.0, 0.99, step=0.01, key=K_SMOOTH)
     log_y = c5.toggle("Log y", key=K_LOG)
     log_x = c5.toggle("Log x", key=K_LOG_X, disabled=alignment not in ("step", "samples"))  # steps or samples
-    fit_bulk = _shared.outliers_toggle(c5, "cmp_outliers")
     shared_y = c6.toggle(
         "Shared y",
         key=K_SHARED_Y,
         help="Side by side: one y range per metric for every run, for the metrics where no run's curve is flattened.",
     )
+    fit_bulk = _shared.outliers_toggle(c6, "cmp_outliers")  # under Shared y: a third toggle under Log x was cut
     shared_x = _shared_x_toggle(c6x, data, alignment or DEFAULT_ALIGNMENT, side=mode == "side")
     group = c7.selectbox(
         "Group by",
@@ -323,7 +323,7 @@ def _init_from_query(metrics: list[str], keys: list[str]) -> None:
         state[K_SHARED_Y] = True
     if K_METRICS not in state:
         wanted = [m for m in st.query_params.get_all(Q_METRIC) if m in metrics]
-        default = [m for m in ("loss", default_eval_metric(metrics)) if m in metrics]
+        default = default_metrics(metrics)
         state[K_METRICS] = wanted or default or metrics[:1]
     else:  # a metric no picked run has any more is dropped, not an error
         state[K_METRICS] = [m for m in state[K_METRICS] if m in metrics]

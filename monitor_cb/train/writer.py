@@ -66,7 +66,7 @@ _STOP = object()
 WRITE_CHUNK = 256 << 10  # bytes per write() call
 META_DROPS_S = 2.0  # new drops are written to the metadata at most this often while the run goes on
 META_GIVE_UP_S = 2.0  # close() waits this long for the final metadata when the writer thread is stuck
-GONE_CHECK_S = 1.0  # the writer thread checks this often (and at each flush and close) that its file is still there
+GONE_CHECK_S = 0.25  # the writer thread checks this often (and at each flush and close) that its file is still there
 
 
 class MonitorWarning(UserWarning):

@@ -27,7 +27,7 @@ def log_steps(writer: MetricsWriter, steps: range) -> None:
 
 
 def on_disk(path: Path) -> list[int]:
-    return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line).get("step") for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def gone_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -109,3 +109,47 @@ def test_a_healthy_run_is_never_taken_for_a_deleted_one(tmp_path: Path) -> None:
     meta = json.loads(meta_path_for(writer.path).read_text())
     assert meta["written_records"] == 1000 and meta["dropped_records"] == 0
     assert gone_warnings(caught) == []
+
+
+def test_real_training_whose_run_directory_is_deleted_midway(tmp_path: Path, monkeypatch) -> None:
+    """LiveMonitor under a real ``Model.train`` (CPU); the run directory is removed at step 40 of 100."""
+    ms = __import__("pytest").importorskip("mindspore")
+    from mindspore import nn
+    from mindspore.train import Callback, Model
+
+    from monitor_cb import LiveMonitor
+    from tests.collector.ms_helpers import Net, ce, dataset
+
+    monkeypatch.chdir(tmp_path)  # MindSpore drops rank_0/ and kernel_meta/ into the cwd
+    for name in ("RANK_ID", "RANK_SIZE", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    run = tmp_path / "logs" / "exp1"
+
+    class DeleteRunAt(Callback):
+        def on_train_step_end(self, run_context) -> None:
+            if run_context.original_args().cur_step_num == 40:
+                shutil.rmtree(run)
+
+    net = Net()
+    model = Model(net, ce(), nn.SGD(net.trainable_params(), learning_rate=0.01))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.train(
+            1, dataset(100), callbacks=[LiveMonitor(run, log_interval=1), DeleteRunAt()], dataset_sink_mode=False
+        )
+    assert ms is not None
+    path = run / "metrics.jsonl"
+    steps = on_disk(path)
+    meta = json.loads(meta_path_for(path).read_text())
+    assert meta["status"] == "finished"
+    assert meta["written_records"] == len(steps), "the metadata counts what is on disk"
+    # every record the monitor logged (100 steps and its own) is on disk or counted as lost with the file
+    assert (
+        meta["written_records"] + meta["drop_causes"]["file_deleted"] >= 100
+        and meta["dropped_records"] == (meta["drop_causes"]["file_deleted"])
+    )
+    assert meta["drop_causes"]["file_deleted"] >= 40, "the 40 steps in the deleted file at least"
+    assert [s for s in steps if s is not None] == sorted(set(s for s in steps if s is not None))
+    assert len(gone_warnings(caught)) == 1
+    (info,) = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=False).list_runs()
+    assert info.n_records == len(steps) and info.drops.total == meta["dropped_records"]
