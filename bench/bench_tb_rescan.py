@@ -11,9 +11,9 @@ the baseline, a plain ``os.scandir`` walk of the same tree with a ``stat`` of ev
 their ratio, and how many event files a rescan opened (0 expected).
 
 Measured (2 shared cores, load about 10): ``--files 5000``: segments 0.220 s against 0.108 s (ratio 2.0),
-series 0.535 s against 0.296 s (ratio 1.8), no file opened. Before the change a rescan re-opened every file
-twice per listing (the series layout: 3.3 s a listing, 1.2 s with only the re-opening removed, since the run
-was then still listed once more per rank).
+series 0.535 s against 0.296 s (ratio 1.8), no file opened; a later run at a higher load: 2.9 and 1.9.
+Before the change a rescan re-opened every file twice per listing (the series layout: 3.3 s a listing,
+1.2 s with only the re-opening removed, since the run was then still listed once more per rank).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from monitor_cb.charts.overlay import MANY_RUNS, hidden_runs
 from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
-from monitor_cb.compare.rundata import RunData, metric_options
+from monitor_cb.compare.rundata import RunData, default_metrics, metric_options
 from monitor_cb.compare.summary_table import default_eval_metric
 from monitor_cb.views import runfilter
 from monitor_cb.views.compare_session import (
@@ -323,7 +323,7 @@ def _init_from_query(metrics: list[str], keys: list[str]) -> None:
         state[K_SHARED_Y] = True
     if K_METRICS not in state:
         wanted = [m for m in st.query_params.get_all(Q_METRIC) if m in metrics]
-        default = [m for m in ("loss", default_eval_metric(metrics)) if m in metrics]
+        default = default_metrics(metrics)
         state[K_METRICS] = wanted or default or metrics[:1]
     else:  # a metric no picked run has any more is dropped, not an error
         state[K_METRICS] = [m for m in state[K_METRICS] if m in metrics]

@@ -417,7 +417,10 @@ def _live_body(
     shared = _shared.live_shared(str(store.root))
     wait = first_findings_wait(len(data), refresh_s)
     root = _shared.log_root()
-    findings = tuple(_findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait))
+    roles = {role: names for role, names, where in settings.roles if where == "set in the URL"}
+    findings = tuple(
+        _findings.run_findings(run, data, root, store=store, shared=shared, first_wait_s=wait, roles=roles)
+    )
     where = about_run if about_run is not None else st.sidebar
     where.caption(_shared.run_summary(run, data.frame))
     _findings.sidebar_badge(findings, where)
@@ -525,11 +528,11 @@ def show(data: LiveData) -> None:
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
-        _findings.findings_list(data.findings)
+        _findings.findings_list(data.findings, run_id=data.run.id)
         return
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
-    _findings.findings_list(data.findings)
+    _findings.findings_list(data.findings, run_id=data.run.id)
 
 
 def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSettings) -> None:

@@ -8,12 +8,14 @@ the environment variables that do), never written.
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from monitor_cb.notify.config import ENV_CONFIG
 from monitor_cb.views.access import READ_ONLY_FLAG, SettingsAccess
 from monitor_cb.views.escape import escape_code, escape_markdown
-from monitor_cb.views.settings_form import EXAMPLE_TOML, NotifyStatus, notify_status
+from monitor_cb.views.settings_form import EXAMPLE_TOML, TRIAL_KINDS, NotifyStatus, notify_status, trial_config
 from pages import _shared
 from pages._findings import diagnosis_settings_form
 
@@ -32,6 +34,8 @@ def settings_page() -> None:
     diagnosis_settings_form(root, editable=editable)
     st.header("Notifications", divider="gray")
     show_notifications(notify_status(root), can_send=editable)
+    if editable:
+        try_webhook()
     show_delivery(root)
 
 
@@ -72,7 +76,7 @@ def show_notifications(status: NotifyStatus, can_send: bool = True) -> None:
             "group or others (`chmod 600`); a file in the log root is never used. See docs/NOTIFICATIONS.md.",
             icon=":material/notifications_off:",
         )
-        st.code(EXAMPLE_TOML, language="toml")
+        st.code(EXAMPLE_TOML, language="toml", wrap_lines=True)  # wrapped: cut at the right edge at 1280 px
         return
     origin = f" (from `${ENV_CONFIG}`)" if status.from_env else ""
     st.caption(f"Settings file: `{escape_code(str(status.path))}`{origin}")
@@ -85,15 +89,40 @@ def show_notifications(status: NotifyStatus, can_send: bool = True) -> None:
         return
     st.dataframe(rows, hide_index=True, width="stretch")
     if can_send and st.button("Send test notification", icon=":material/send:", key="notify_test"):
-        send_test(status)
+        send_test(status.config)
 
 
-def send_test(status: NotifyStatus) -> None:
-    """One test message to every channel now (no retries, bounded by the timeout); one result line each."""
+def try_webhook() -> None:
+    """A webhook URL tried from the page, before (or besides) any settings file: one test message, nothing kept.
+
+    Only where the settings may be changed (never read-only): it makes the server send a request to a URL a
+    viewer types. The URL is the viewer's own, never read from the log root (docs/NOTIFICATIONS.md).
+    """
+    with st.expander("Try a webhook URL", icon=":material/send:"):
+        st.caption(
+            "Sends one test message to the URL typed here, now; it is not saved. Put the URL that works in the "
+            "settings file (in an environment variable named by `url_env`) for the watcher to use."
+        )
+        kind = st.selectbox("Type", TRIAL_KINDS, key="notify_try_kind")
+        url = st.text_input("Webhook URL", type="password", key="notify_try_url", placeholder="https://…")
+        if st.button("Send test notification", icon=":material/send:", key="notify_try"):
+            from monitor_cb.notify.config import ConfigError
+
+            try:
+                config = trial_config(kind, url)
+            except ConfigError as exc:
+                st.error(f"`{escape_code(str(exc))}`", icon=":material/error:")
+                return
+            send_test(config)
+
+
+def send_test(config: Any) -> None:
+    """One test message to every channel of ``config`` now (no retries, bounded by the timeout); one result
+    line each."""
     from monitor_cb.notify.delivery import send_test_notification
 
     with st.spinner("Sending…"):
-        results = send_test_notification(status.config, TEST_MESSAGE)
+        results = send_test_notification(config, TEST_MESSAGE)
     for result in results:
         name = escape_markdown(result.channel)
         if result.ok:

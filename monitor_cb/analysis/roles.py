@@ -50,8 +50,9 @@ MAX_PLAYERS = 16  # a rule matching more names than this names a family, not a r
 
 # Names of evaluation (prefix eval/val/valid/validation/test, or HF's eval_) and of evaluation timing.
 _EVAL = r"(?:eval|val|valid|validation|test|evaluation)"
-_EVAL_PREFIX = re.compile(rf"(?i)^(?:{_EVAL}[/_.\- ]|epoch_val_)")
+_EVAL_PREFIX = re.compile(rf"(?i)^(?:{_EVAL}(?:[/_.\- ]|\d)|epoch_val_)")  # test100rew: a test result too
 _EVAL_TIMING = re.compile(rf"(?i)^{_EVAL}[/_](?:runtime|samples_per_second|steps_per_second|time|duration)$")
+_EVAL_SECONDS = re.compile(rf"(?i)^{_EVAL}[/_](?:runtime|time|duration)$")
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,17 @@ def cast(
 def role_of(name: str) -> str | None:
     """The role a name plays by itself (``"train/learning_rate"`` -> ``"lr"``), None for none."""
     return automatic([name]).role_of(name)
+
+
+def is_evaluation(name: str) -> bool:
+    """Whether ``name`` is a result of an evaluation (``eval_loss``, ``eval/accuracy``, ``val_acc``,
+    ``test100rew``): a row that logs one was written when an evaluation ended."""
+    return bool(_EVAL_PREFIX.match(str(name)))
+
+
+def is_evaluation_seconds(name: str) -> bool:
+    """Whether ``name`` is how long an evaluation took, in seconds (HF's ``eval_runtime``, ``eval/runtime``)."""
+    return bool(_EVAL_SECONDS.match(str(name)))
 
 
 def parse_choices(pairs: Iterable[tuple[str, Sequence[str]]]) -> dict[str, tuple[str, ...]]:

@@ -25,6 +25,7 @@ from monitor_cb.charts.options import Masks, Rows, Threshold
 from monitor_cb.charts.outliers import fit_bulk_spec
 from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.scatter import drawable, nonfinite_label, scatter
+from monitor_cb.charts.single_x import pin_single_x_spec
 from monitor_cb.charts.style import NONFINITE_COLOR, RAW_OPACITY, THRESHOLD_COLOR, compact_array, escape_html
 
 # The smoothed line is a trend, and a schedule (lr) is smooth by construction: they are drawn with
@@ -83,6 +84,7 @@ class FigureSpec:
             layout["annotations"] = self.annotations
         if fit_bulk:
             fit_bulk_spec(self.data, layout)
+        pin_single_x_spec(self.data, layout)
         return layout
 
 

@@ -60,6 +60,7 @@ def build_summary(store: Any, run_id: str) -> dict[str, Any]:
         "dropped_records": info.drops.total,
         "drop_causes": dict(info.drops.causes),
         "last_values": last,
+        "not_read": dict(info.meta.get("not_read") or {}),  # a summary run's images, tensors, graphs: left out
     }
 
 
@@ -80,6 +81,9 @@ def _print_text(summary: dict[str, Any]) -> None:
     dropped = drop_note(WriterDrops(summary["dropped_records"], tuple(summary["drop_causes"].items())))
     if dropped:
         out.write(f"dropped    {dropped}\n")
+    if summary["not_read"]:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(summary["not_read"].items()))
+        out.write(f"not read   {kinds} (only scalars and histograms are read from summary files)\n")
     for name, entry in summary["last_values"].items():
         value = entry["value"]
         shown = f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)

@@ -23,6 +23,17 @@ class RunData:
     version: tuple[Any, ...] = ()  # RunFrame.key when read from a store: changes exactly when the rows do
 
 
+def default_metrics(metrics: Sequence[str]) -> list[str]:
+    """The charts Compare opens with: the runs' training loss and their eval loss, by role (a run that logs
+    ``val_loss`` or ``eval/loss`` opens with it, not with an ``eval_loss`` it never logged); the first eval
+    metric when no eval loss is logged."""
+    from monitor_cb.analysis.roles import automatic
+
+    casting = automatic(metrics)
+    picks = (casting.first("loss"), casting.first("eval_loss") or casting.first("eval_metric"))
+    return [m for m in dict.fromkeys(picks) if m]
+
+
 def metric_options(runs: Sequence[RunData]) -> list[str]:
     """Metrics any selected run logged, well-known ones first."""
     from monitor_cb.analysis.series import metric_columns

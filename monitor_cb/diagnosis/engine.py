@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -20,6 +20,7 @@ from monitor_cb.diagnosis.nonfinite import detect_nan
 from monitor_cb.diagnosis.overfit import detect_overfitting
 from monitor_cb.diagnosis.periodic import detect_sawtooth
 from monitor_cb.diagnosis.progress import detect_plateau, detect_stalled
+from monitor_cb.diagnosis.role_view import role_view
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 from monitor_cb.diagnosis.spikes import detect_grad_explosion, detect_loss_spike
 from monitor_cb.diagnosis.stragglers import detect_rank_divergence, detect_straggler
@@ -55,8 +56,13 @@ def diagnose(
     last_write: float | None = None,
     logged: Mapping[str, np.ndarray] | None = None,
     places: Mapping[int, str] | None = None,
+    roles: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Finding]:
     """All findings for one run, sorted by step (then most severe first).
+
+    The detectors judge roles, not names (:mod:`monitor_cb.diagnosis.role_view`): an HF Trainer's
+    ``train/loss``, a Lightning ``val_loss`` or YOLO's three losses are the loss and eval loss they read,
+    and each finding judged on such a metric names it.
 
     Args:
         frame: the run's frame (``RunStore.read(run_id).frame``): ``step``, ``t``, ``rank``, ``seg`` and metric columns.
@@ -70,6 +76,8 @@ def diagnose(
         places: rank -> where it runs (``"host h, device d"``, from
             :func:`monitor_cb.diagnosis.stragglers.read_rank_places`), named in ``straggler`` and
             ``rank_divergence`` messages.
+        roles: roles set by hand (``{"loss": ["train/total"]}``, a page's URL) over the settings' ``roles``
+            (the log root's) and those told from the names.
 
     A detector that raises is skipped with one ``RuntimeWarning``, so a page never breaks on a
     strange frame.
@@ -77,8 +85,11 @@ def diagnose(
     settings = settings or DiagnosisSettings()
     if frame is None or len(frame) == 0:
         return []
+    chosen = {**settings.chosen_roles(), **(roles or {})}
+    view = role_view(frame, logged, chosen)
     with diagnosis_memo():  # a series' trend and noise are computed once for all detectors
-        return _diagnose(frame, settings, status, now, last_write, logged, places)
+        found = _diagnose(view.frame, settings, status, now, last_write, view.logged, places)
+    return [view.explain(f) for f in found] if view.stands_for else found
 
 
 def _diagnose(

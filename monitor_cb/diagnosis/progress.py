@@ -10,6 +10,7 @@ import pandas as pd
 
 from monitor_cb.diagnosis._stats import Series, column, finite_series, frame_steps, row_median, trailing_baseline
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_step
+from monitor_cb.diagnosis.pauses import explained_pause
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 from monitor_cb.ingest.status import ACTIVE
 
@@ -120,7 +121,9 @@ def detect_stalled(
 
     A past gap counts when it is at least ``stall_gap_seconds``, ``stall_factor`` x the usual interval
     before it and 1.5 x the longest interval before it (so a periodic evaluation or checkpoint pause,
-    once seen, is not a stall the next time). A running run is judged by :func:`stall_threshold`.
+    once seen, is not a stall the next time), less what the run explains itself
+    (:mod:`monitor_cb.diagnosis.pauses`: the time of an evaluation it logged, a resume into a new
+    segment). A running run is judged by :func:`stall_threshold`.
 
     Args:
         status: the run's status (``RunInfo.status``); only ``running`` and ``stalled`` are judged live.
@@ -153,9 +156,11 @@ def _past_gaps(frame: pd.DataFrame, settings: DiagnosisSettings) -> list[Finding
         return []  # nothing long enough in absolute terms: the common case, decided in one pass
     usual, _ = trailing_baseline(gaps, 201, 5, with_sigma=False)
     longest = np.concatenate(([np.inf], np.maximum.accumulate(gaps)[:-1]))  # the longest interval before each
+    # what the run explains itself: an evaluation it logged (its logged runtime, else all of it), a resume
+    unexplained = gaps - explained_pause(frame, rows[:-1], rows[1:], gaps)
     with np.errstate(invalid="ignore"):
         need = np.maximum(np.maximum(settings.stall_gap_seconds, settings.stall_factor * usual), 1.5 * longest)
-        hits = np.flatnonzero((gaps >= need) & np.isfinite(usual))
+        hits = np.flatnonzero((unexplained >= need) & np.isfinite(usual))
     steps = frame_steps(frame)
     findings = []
     for i in hits[:_MAX_GAPS].tolist():

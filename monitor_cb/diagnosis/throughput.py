@@ -26,6 +26,7 @@ import pandas as pd
 from monitor_cb.diagnosis._stats import Series, column, episodes, finite_series, majority, trailing_level, train_rows
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_num, fmt_pct, fmt_seconds, fmt_step
 from monitor_cb.diagnosis.noise import series_noise
+from monitor_cb.diagnosis.pauses import paused_between
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
 _MAX_EPISODES = 50
@@ -69,16 +70,30 @@ def _intervals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def _rate_from_t(frame: pd.DataFrame) -> Series | None:
-    """Steps per second between consecutive train records, from their ``t`` (None without usable times)."""
+    """Steps per second from the records' ``t``: at each train record, over its last :data:`TIMES_SPAN`
+    intervals (None without usable times); an interval with an evaluation or a resume in it is left out
+    (:mod:`monitor_cb.diagnosis.pauses`).
+
+    Over two intervals, not one: a writer's wall times jitter (ML-Agents writes a summary every 2,000 steps
+    but trains every other one, so its intervals alternate 1.3 s, 3.3 s, ...), and such an alternation is no
+    change of speed. One slow interval makes two slow points, fewer than a drop needs (``drop_min_points``).
+    """
     found = _intervals(frame)
     if found is None:
         return None
     rows, steps, dt, ds = found
-    ok = (dt > 0) & (ds > 0)
+    ok = (dt > 0) & (ds > 0) & ~paused_between(frame, rows[:-1], rows[1:])  # an evaluation, a resume: no rate
     if ok.sum() < 3:
         return None
-    rows = rows[1:][ok]
-    return Series(rows, steps[rows], ds[ok] / dt[ok])
+    dt, ds, rows = dt[ok], ds[ok], rows[1:][ok]
+    span = TIMES_SPAN if ok.sum() >= 8 * TIMES_SPAN else 1  # a short run keeps points enough to be judged
+    seconds = np.convolve(dt, np.ones(span), "valid")  # each point: its interval and the one before
+    counted = np.convolve(ds, np.ones(span), "valid")
+    rows = rows[span - 1 :]
+    return Series(rows, steps[rows], counted / seconds)
+
+
+TIMES_SPAN = 2  # intervals a rate from record times is taken over
 
 
 def record_times_problem(frame: pd.DataFrame) -> str | None:

@@ -62,16 +62,22 @@ def _loss_curve(rng: np.random.Generator, n: int, start: float, floor: float, no
 
 
 def hf_trainer(
-    seed: int = 0, steps: int = 600, logging_steps: int = 10, eval_steps: int = 200, final_eval_s: float | None = None
+    seed: int = 0,
+    steps: int = 600,
+    logging_steps: int = 10,
+    eval_steps: int = 200,
+    final_eval_s: float | None = None,
+    eval_runtime_s: float | None = None,
 ) -> FrameworkRun:
-    """An HF Trainer run; ``final_eval_s``: a last evaluation that long after the last training log."""
+    """An HF Trainer run; ``eval_runtime_s``: how long each evaluation takes (it logs it as ``eval/runtime``,
+    the next training log comes that much later); ``final_eval_s``: a last one after the last training log."""
     rng = np.random.default_rng(seed)
     step_s = 0.35 * (1 + 0.2 * rng.random())
     logged = np.arange(logging_steps, steps + 1, logging_steps)
     loss = _loss_curve(rng, len(logged), 2.5, 0.6, 0.05)
     out: list[Scalar] = []
     wall = T0 + 30.0  # model loading
-    eval_s = 20.0 * (1 + rng.random())
+    eval_s = 20.0 * (1 + rng.random()) if eval_runtime_s is None else eval_runtime_s
     for i, step in enumerate(logged):
         wall += logging_steps * step_s * (1 + rng.normal(0, 0.02))
         lr = 5e-5 * min(1.0, step / 60) * (1 - step / (steps + 1))

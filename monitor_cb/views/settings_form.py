@@ -210,6 +210,24 @@ def notify_status(root: str | os.PathLike[str], env: Mapping[str, str] | None = 
     return NotifyStatus(path, suggested, from_env, config, None, ignored)
 
 
+TRIAL_KINDS = ("webhook", "slack", "feishu", "dingtalk", "wecom")  # the channels a URL alone configures
+
+
+def trial_config(kind: str, url: str) -> Any:
+    """A one-channel :class:`~monitor_cb.notify.config.NotifyConfig` for a URL typed on the Settings page, to
+    try it before writing ``notify.toml``. The URL is the viewer's own input (never read from the log root);
+    a bad one raises :class:`~monitor_cb.notify.config.ConfigError` with what is wrong."""
+    from monitor_cb.notify.config import ConfigError, NotifyConfig, build_route
+
+    if kind not in TRIAL_KINDS:
+        raise ConfigError(f"type must be one of {', '.join(TRIAL_KINDS)}, got {kind!r}")
+    url = url.strip()
+    if not url:
+        raise ConfigError("enter the webhook URL to try")
+    route = build_route({"type": kind, "name": f"{kind} URL typed here", "url": url}, env={})
+    return NotifyConfig(routes=[route])
+
+
 def channel_rows(described: list[Mapping[str, Any]]) -> list[dict[str, str]]:
     """``NotifyConfig.describe()`` rows with one set of columns and string cells (None -> ``""``)."""
     columns: list[str] = []
@@ -231,6 +249,7 @@ def _cell(value: Any) -> str:
 __all__ = [
     "EXAMPLE_TOML",
     "KIND_TITLES",
+    "TRIAL_KINDS",
     "NotifyStatus",
     "NumberField",
     "SettingsGroup",
@@ -243,4 +262,5 @@ __all__ = [
     "roles_to_text",
     "settings_from_form",
     "settings_groups",
+    "trial_config",
 ]

@@ -9,7 +9,8 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.demo.samples import write_sample_runs
-from tests.app.helpers import assert_ok, run_entry
+from monitor_cb.train.writer import MetricsWriter
+from tests.app.helpers import assert_ok, charts, run_entry
 from tests.app.real_root import real_runs_root
 
 ENTRY = str(Path(__file__).with_name("compare_app.py"))
@@ -51,3 +52,27 @@ def test_durations_read_as_the_runs_page_writes_them(log_root: Path) -> None:
     runs_page = run_entry(RUNS_ENTRY)
     table = runs_page.dataframe[0].value.set_index("id")
     assert [table.loc[r, "duration_s"] for r in summary["run"]] == durations, "the same text on both pages"
+
+
+def test_the_default_charts_are_metrics_the_runs_logged(log_root: Path) -> None:
+    for name in ("lit-a", "lit-b"):  # Lightning's names: val_loss, no eval_loss
+        writer = MetricsWriter(log_root / name, rank=0, world_size=1, fsync_interval=0)
+        for step in range(1, 101):
+            writer.log_at(1.7e9 + step, step=step, loss=2.0 / step**0.3)
+            if step % 25 == 0:
+                writer.log_at(1.7e9 + step + 0.5, step=step, val_loss=2.2 / step**0.3)
+        writer.close("finished")
+    at = run_entry(ENTRY, {"runs": ["lit-a", "lit-b"]})
+    assert_ok(at)
+    assert at.multiselect(key="cmp_metrics").value == ["loss", "val_loss"]
+    assert [f["layout"]["title"]["text"] for f in charts(at)] == ["loss", "val_loss"]
+
+
+def test_a_single_eval_point_gets_an_axis_at_its_step(log_root: Path) -> None:
+    real_runs_root(log_root, ["vendor_slm"])  # one evaluation, at step 1,000
+    at = run_entry(ENTRY, {"runs": ["vendor_slm"], "metric": ["loss", "eval_loss"]})
+    assert_ok(at)
+    xaxis = next(f for f in charts(at) if f["layout"]["title"]["text"] == "eval_loss")["layout"]["xaxis"]
+    assert xaxis["tickvals"] == [1000] and xaxis["ticktext"] == ["1,000"], "one tick, written as a step"
+    lo, hi = xaxis["range"]
+    assert lo < 1000 < hi and hi - lo >= 2

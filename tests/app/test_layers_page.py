@@ -101,3 +101,14 @@ def test_tensorboard_histograms_show_as_distributions(log_root: Path):
     at.selectbox(key="ly_hist").set_value("model.layers.10.w").run()
     assert_ok(at)
     assert charts(at)[1]["layout"]["title"]["text"] == "model.layers.10.w at step 3"
+
+
+def test_live_page_finding_links_to_the_layers_row(blown):
+    from tests.app.conftest import DASHBOARD
+
+    at = run_entry(DASHBOARD, {"run": "blown"})
+    assert_ok(at)
+    links = [el.proto for el in at.get("page_link")]
+    (link,) = [p for p in links if "Layers page" in p.label]
+    assert link.page.endswith("layers") or "layers" in link.page
+    assert f"param={blown.culprit}" in link.query_string and "family=grad_norm" in link.query_string

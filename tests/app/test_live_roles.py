@@ -95,3 +95,12 @@ def test_a_role_set_to_a_metric_the_run_lacks_says_so(log_root: Path) -> None:
     caption = " ".join(c.value for c in at.caption if "Roles" in c.value)
     assert "no such metric" in caption and "**bold**" not in caption  # escaped: never Markdown
     assert "train_loss_step" in _names(_figure(at, "Loss and learning rate"))  # the loss told from the names
+
+
+def test_a_10_kB_role_name_in_the_url_is_a_clear_result(log_root: Path) -> None:
+    write_run(log_root, hf_trainer())
+    at = run_entry(DASHBOARD, {"run": "runs/Dec07_03-00-00_host", "role.loss": "y" * 20_000}, 120)
+    assert_ok(at)
+    caption = " ".join(c.value for c in at.caption if "Roles" in c.value)
+    assert "no such metric" in caption and len(caption) < 2_000
+    assert "train/loss" in _names(_figure(at, "Loss and learning rate"))

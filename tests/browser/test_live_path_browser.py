@@ -40,7 +40,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_a_link_to_the_live_page_opens_it_without_page_not_found(url: str, path: str) -> None:
     with chromium_page(width=1280, height=900) as page:
         page.add_init_script(WATCH_NOT_FOUND)
-        page.goto(f"{url}/{path}", wait_until="domcontentloaded")
+        page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=120_000)  # a loaded machine
         poll(lambda: page.get_by_text("Since update").count() > 0, 180, what="the Live page")
         poll(lambda: page.locator("[data-testid=stSidebarNav] a").count() >= 5, 60, what="the navigation")
         assert page.evaluate("window.__notFound") == 0, f"/{path}: 'Page not found' was shown"

@@ -8,9 +8,9 @@ and could start the demo training (a MindSpore process).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,6 +18,7 @@ from monitor_cb.demo.samples import write_sample_runs
 from tests.browser.harness import browser_missing, chromium_page, poll, streamlit_servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+T = TypeVar("T")
 RUNS = ("run01-lr0.0003-bs32-seed0", "run02-lr0.001-bs64-seed1")
 PAGES = {  # path -> something only that page draws once it is ready
     f"?run={RUNS[0]}": "text=Since update",
@@ -27,7 +28,8 @@ PAGES = {  # path -> something only that page draws once it is ready
     "settings": "text=Diagnosis thresholds",
 }
 SIDEBAR = "section[data-testid=stSidebar]"
-CHROME = "[data-testid=stSidebarHeader], [data-testid=stSidebarCollapseButton]"  # hides the sidebar: not an action
+# the sidebar's own chrome (collapsing it is no action of the page)
+CHROME = "[data-testid=stSidebarHeader] button, [data-testid=stSidebarCollapseButton] button"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -79,21 +81,40 @@ def _idle(page: Any) -> bool:
     return page.locator("[data-testid=stStatusWidget]").count() == 0
 
 
+def _steady(action: Callable[[], T], page: Any, tries: int = 5) -> T:
+    """``action()``, tried again when the element was being redrawn (a live page reruns on its own)."""
+    from playwright.sync_api import Error
+
+    for attempt in range(tries):
+        try:
+            return action()
+        except Error:
+            if attempt == tries - 1:
+                raise
+            poll(lambda: _idle(page), 60, what="the page to settle")
+    raise AssertionError("unreachable")
+
+
 def _click_every_sidebar_button(page: Any) -> list[str]:
     """Open every expander of the sidebar, then click each enabled button once; the labels clicked."""
     sidebar = page.locator(SIDEBAR)
-    for summary in sidebar.locator("details > summary").all():
-        if summary.is_visible() and summary.evaluate("el => !el.parentElement.open"):
-            summary.click()
+    summaries = sidebar.locator("details > summary")
+    for i in range(summaries.count()):
+        summary = summaries.nth(i)
+        if _steady(lambda s=summary: s.is_visible() and s.evaluate("el => !el.parentElement.open", timeout=5000), page):
+            _steady(lambda s=summary: s.click(timeout=5000), page)
+    buttons = page.locator(f"{SIDEBAR} button:not({CHROME})")
     clicked = []
     i = 0
-    while i < sidebar.locator("button").count():
-        button = sidebar.locator("button").nth(i)
+    while i < buttons.count():
+        button = buttons.nth(i)
         i += 1
-        if not button.is_visible() or not button.is_enabled() or button.evaluate(f"el => !!el.closest('{CHROME}')"):
+        if not _steady(lambda b=button: b.is_visible() and b.is_enabled(timeout=5000), page):
             continue
-        clicked.append((button.inner_text() or button.get_attribute("aria-label") or "").strip())
-        button.click()
+        label = _steady(lambda b=button: b.inner_text(timeout=5000) or b.get_attribute("aria-label") or "", page)
+        page.keyboard.press("Escape")  # close what the last click opened (a select's list, a tooltip)
+        _steady(lambda b=button: b.click(timeout=5000), page)
+        clicked.append(label.strip())
         poll(lambda: _idle(page), 60, what="the click's script run")
     return clicked
 
@@ -106,7 +127,7 @@ def test_a_read_only_viewer_clicking_every_sidebar_button_writes_and_starts_noth
     clicked: dict[str, list[str]] = {}
     with chromium_page(width=1280, height=900) as page:
         for path, ready in PAGES.items():
-            page.goto(f"{url}/{path}", wait_until="domcontentloaded")
+            page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=120_000)
             poll(lambda ready=ready: page.locator(ready).count() > 0, 90, what=f"/{path}")
             assert page.get_by_text("Generate sample runs").count() == 0, path
             assert page.get_by_text("Start the demo training").count() == 0, path
@@ -120,7 +141,7 @@ def test_a_read_only_viewer_clicking_every_sidebar_button_writes_and_starts_noth
 def test_a_read_only_dashboard_on_an_empty_root_offers_nothing_to_write(roots: tuple[Path, Path, str, str]) -> None:
     _, empty, _, url = roots
     with chromium_page(width=1280, height=900) as page:
-        page.goto(url, wait_until="domcontentloaded")
+        page.goto(url, wait_until="domcontentloaded", timeout=120_000)
         poll(lambda: page.get_by_text("read-only").count() > 0, 90, what="the empty root's page")
         assert page.get_by_text("Generate sample runs").count() == 0
         assert page.get_by_text("Start the demo training").count() == 0

@@ -211,7 +211,7 @@ def test_negative_steps_and_undecodable_payloads_are_bad_records(tmp_path: Path)
     assert run.bad_counts() == {0: 2}
 
 
-def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> None:
+def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     graph = b"\x09" + struct.pack("<d", 1.7e9) + b"\x22\x03abc"  # Event.graph_def
     image = b"\x0a\x03img\x22\x02\x08\x01"  # Value{tag, image}
     image_event = b"\x09" + struct.pack("<d", 1.7e9) + b"\x10\x01\x2a" + bytes([len(image) + 2, 0x0A, len(image)])
@@ -221,6 +221,10 @@ def test_graph_images_and_tensors_are_left_out_and_counted(tmp_path: Path) -> No
     run = SummaryRun(tmp_path)
     assert sorted(rows(run.poll_batches()[0], "loss")) == [1, 2]
     assert run.meta()["not_read"] == {"graph": 1, "image": 1} and run.bad_counts() == {0: 0}
+    from monitor_cb.cli import main
+
+    assert main(["summary", str(tmp_path), "--logdir", str(tmp_path)]) == 0
+    assert "not read   1 graph, 1 image (only scalars and histograms" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -304,3 +308,32 @@ def test_the_encoder_lays_out_events_byte_for_byte_as_mindspore(real: tuple[Path
                 assert [v["tag"] for v in event["values"]] == [t for t, _ in scalars] + [t for t, _ in histograms]
             mine = encode_event(event["wall_time"], event["step"], scalars, histograms, event["version"] or None)
             assert mine == data[start : start + length], (part, event["step"])
+
+
+RANK3 = """
+import sys
+import mindspore as ms
+import numpy as np
+from mindspore.train.summary import SummaryRecord
+ms.set_context(device_id=3)
+with SummaryRecord(sys.argv[1]) as record:
+    for step in (1, 2):
+        record.add_value("scalar", "loss", ms.Tensor(np.float32(step)))
+        record.record(step)
+"""
+
+
+def test_the_rank_is_the_one_mindspore_put_in_the_file_name(tmp_path: Path) -> None:
+    """Without a launcher MindSpore names the file after the context's device id (3 here): that is the rank."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("mindspore") is None:
+        pytest.skip("mindspore is not installed")
+    done = subprocess.run([sys.executable, "-c", RANK3, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = tmp_path.glob("*_MS")
+    assert ".3." in path.name
+    batches = SummaryRun(tmp_path).poll_batches()
+    assert list(batches) == [3] and rows(batches[3], "loss") == {1: 1.0, 2: 2.0}
