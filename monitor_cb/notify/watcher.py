@@ -293,7 +293,16 @@ class Watcher:
                 continue
             state.alerted.add(alert_key)
             alerts.append(
-                self._alert(info, finding.kind, finding.severity, finding.message, finding.step, alert_key, now)
+                self._alert(
+                    info,
+                    finding.kind,
+                    finding.severity,
+                    finding.message,
+                    finding.step,
+                    alert_key,
+                    now,
+                    segments.get(finding.step),
+                )
             )
         return alerts
 
@@ -312,8 +321,22 @@ class Watcher:
         severity, message = lifecycle_message(status, info)
         return [self._alert(info, status, severity, message, info.last_step, alert_key, now)]
 
-    def _alert(self, info: Any, kind: str, severity: str, message: str, step: Any, key: str, now: float) -> Alert:
+    def _alert(
+        self,
+        info: Any,
+        kind: str,
+        severity: str,
+        message: str,
+        step: Any,
+        key: str,
+        now: float,
+        row_segment: int | None = None,
+    ) -> Alert:
+        """``row_segment``: the segment of the row a finding is on, for a run whose metadata names none (a
+        TensorBoard run's later event file): its id then differs from an older segment's at that step."""
         _step = int(step) if isinstance(step, (int, float)) and step == step else None
+        segment = _segment(info)
+        segment = segment if segment is not None else row_segment
         return Alert(
             run=info.id,
             run_name=getattr(info, "name", None),
@@ -324,8 +347,8 @@ class Watcher:
             time=now,
             link=self._link(info.id),
             key=(info.id, key),
-            segment=_segment(info),
-            id=alert_id(info.id, str(kind), _step, _segment(info), (self._root_id, _started(info))),
+            segment=segment,
+            id=alert_id(info.id, str(kind), _step, segment, (self._root_id, _started(info))),
         )
 
 

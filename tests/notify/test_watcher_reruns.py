@@ -126,3 +126,27 @@ def test_without_metadata_a_rerun_is_told_by_its_fewer_records(tmp_path: Path, h
     meta_path_for(root / "exp1" / "metrics.jsonl").unlink()
     watch_once(root, rx, skip_older=0)
     assert kinds(rx).count(("exp1", "nan")) == 2
+
+
+def test_a_tensorboard_run_rerun_in_place_that_hits_nan_again_is_alerted_with_a_new_id(
+    tmp_path: Path, http_receiver
+) -> None:
+    """A TensorBoard run has no metadata segment: a later event file (a re-run in place) is the next segment."""
+    pytest.importorskip("tensorboard")
+    from tensorboardX import SummaryWriter
+
+    def write(suffix: str, t0: float) -> None:
+        writer = SummaryWriter(str(root / "tb" / "rank_0"), flush_secs=3600, max_queue=10_000, filename_suffix=suffix)
+        for step in range(1, 201):
+            writer.add_scalar("loss", NAN if step >= 101 else 2.0 / step, global_step=step, walltime=t0 + step)
+        writer.close()
+
+    root = tmp_path / "logs"
+    rx = http_receiver()
+    write(".a", time.time() - 400)
+    watch_once(root, rx, skip_older=0)
+    assert kinds(rx).count(("tb", "nan")) == 1
+    write(".b", time.time() - 200)  # the same run again, in the same directory: a second event file
+    watch_once(root, rx, skip_older=0)
+    nans = [a for a in sent(rx) if a["kind"] == "nan"]
+    assert [a["step"] for a in nans] == [101, 101] and len({a["id"] for a in nans}) == 2
