@@ -206,19 +206,38 @@ def one_line(finding: Any, max_chars: int = 150) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-def findings_list(findings: Sequence[Any], *, limit: int = 20) -> None:
+def findings_list(findings: Sequence[Any], *, limit: int = 20, run_id: str | None = None) -> None:
     """Every finding as one line that opens to its whole message (advice and why), newest first, at most
-    ``limit``; a table of all of them below when there are more. Nothing for a healthy run."""
+    ``limit``; a table of all of them below when there are more. Nothing for a healthy run. With
+    ``run_id``, a ``layer_origin`` finding links to its row on the Layers page."""
     if not findings:
         return
     ordered = newest_first(findings)
     st.caption(f"Diagnosis: {summary_line(ordered)}")
-    for finding in ordered[:limit]:
+    for i, finding in enumerate(ordered[:limit]):
         with st.expander(escape_markdown(one_line(finding)), icon=ICONS.get(finding.severity)):
             BOXES.get(finding.severity, st.info)(box_text(finding))
+            if run_id is not None and finding.kind == "layer_origin":
+                layers_link(finding, run_id, key=f"layers_link_{i}")
     if len(ordered) > limit:
         with st.expander(f"All {len(ordered)} findings"):
             st.dataframe(findings_table(ordered), hide_index=True, width="stretch")
+
+
+def layers_link(finding: Any, run_id: str, key: str) -> None:
+    """A link to the Layers page opened on the finding's family and row (``?run=&family=&param=``); the
+    parameter's name travels as a query value, never as Markdown or link text."""
+    from monitor_cb.views.layers import layers_link as layers_query
+    from pages.layers_page import layers_page
+
+    page = st.Page(layers_page, title="Layers", url_path="layers")
+    with st.container(key=key):
+        st.page_link(
+            page,
+            label="Open this parameter on the Layers page",
+            icon=":material/view_list:",
+            query_params=layers_query(finding, run_id),
+        )
 
 
 def findings_table(ordered: Sequence[Any]) -> Any:

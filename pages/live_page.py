@@ -165,7 +165,8 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
     metrics = metric_columns(frame) if frame is not None else []
     roles = roles_from_query()
     casting = ChartSettings(roles=roles).casting(metrics)
-    xs = [x for x in X_LABELS if frame is None or x in available_x(frame)] or ["step"]
+    offered = available_x(frame) if frame is not None else list(X_LABELS)  # once: it scans the samples column
+    xs = [x for x in X_LABELS if x in offered] or ["step"]
     # Every chart is offered even before its metrics exist, so a choice made while a run has no
     # records yet (or before its first eval) still holds when they arrive.
     panel_titles = {p.key: p.title for p in PANELS}
@@ -528,11 +529,11 @@ def show(data: LiveData) -> None:
         return
     if not data.figures:
         st.info("No chart selected, or this run has none of the selected charts' metrics.")
-        _findings.findings_list(data.findings)
+        _findings.findings_list(data.findings, run_id=data.run.id)
         return
     for key, fig in data.figures.items():
         st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
-    _findings.findings_list(data.findings)
+    _findings.findings_list(data.findings, run_id=data.run.id)
 
 
 def chart_downloads(store: Any, run: Any, columns: list[str], settings: ChartSettings) -> None:

@@ -189,3 +189,19 @@ def test_first_findings_wait_only_for_short_runs_or_without_a_refresh() -> None:
     assert first_findings_wait(SHORT_RUN_ROWS, 2.0) is None, "short: the default wait"
     assert first_findings_wait(SHORT_RUN_ROWS + 1, 2.0) == 0.0, "long with a refresh coming: no wait"
     assert first_findings_wait(SHORT_RUN_ROWS + 1, None) is None, "refresh off or paused: wait"
+
+
+def test_a_session_scans_the_run_for_its_x_axes_once(log_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The x-axis choices come from one scan of the frame per script run (it was one per choice offered: four
+    passes over a 1M-row samples column for every new session)."""
+    from monitor_cb.analysis import series
+
+    write_run(log_root, "exp-a", steps=300, close=None)
+    session("exp-a")  # the store read and the shared figures made: what follows is a reopen
+    scans: list[int] = []
+    real = series.available_x
+    monkeypatch.setattr(series, "available_x", lambda frame: scans.append(len(frame)) or real(frame))
+    again = session("exp-a")
+    assert_ok(again)
+    assert scans == [300], scans
+    assert again.selectbox(key="x_axis").options, "the x-axis choices are still offered"

@@ -72,3 +72,25 @@ def test_layers_page_draws_the_family(server, width):
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1
         page.screenshot(path=str(SHOTS / f"layers-{width}.png"), full_page=True)
+
+
+def test_the_live_findings_link_opens_the_row(server):
+    url, run = server
+    with chromium_page(width=1280, height=1400) as page:
+        page.goto(f"{url}/?run=blown")
+        # the live page redraws its findings at every refresh: read the link's target, then follow it
+        link = page.locator("a", has_text="Open this parameter on the Layers page").first
+        link.wait_for(state="attached", timeout=60_000)
+        href = link.get_attribute("href")
+        assert href and href.startswith("layers?") and f"param={run.culprit}" in href  # relative to the app's base
+        page.goto(f"{url}/{href}")
+        poll(lambda: "/layers" in page.url and "param=" in page.url, 30, what="the Layers page's URL")
+        heat = poll(lambda: page.evaluate(JS_HEAT), 60, what="the heatmap")
+        assert heat["mark"] == [run.culprit]
+        assert poll(lambda: page.evaluate(JS_CURVE) == 3, 30, what="the parameter's curve")
+        js_titles = """() => {
+          const gd = document.querySelector('.st-key-ly_curve .js-plotly-plot');
+          return gd && gd._fullLayout ? gd._fullLayout.annotations.map((a) => a.text) : null;
+        }"""
+        titles = poll(lambda: page.evaluate(js_titles), 30, what="the curve's panel titles")
+        assert titles[-1] == f"grad_norm: {run.culprit}"  # the row the finding names is the one drawn
