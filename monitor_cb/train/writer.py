@@ -47,7 +47,14 @@ from monitor_cb.train.run_meta import (
     resolve_metrics_path,
 )
 from monitor_cb.train.writer_claim import claim_file, holder_text, read_json, read_regular
-from monitor_cb.train.writer_queue import FIRST_GUESS, WriteMeter, capacity, queue_budget, record_bytes
+from monitor_cb.train.writer_queue import (
+    FIRST_GUESS,
+    WriteMeter,
+    capacity,
+    queue_budget,
+    record_bytes,
+    thread_sched_s,
+)
 
 try:  # orjson is ~15x faster than json.dumps; values are pre-encoded so NaN never becomes null
     import orjson
@@ -458,6 +465,7 @@ class MetricsWriter:
             self._thread_done.set()
 
     def _run_batches(self) -> None:
+        self._meter.tid = threading.get_native_id()
         self._open()
         self._write_meta()
         last_sync = time.monotonic()
@@ -524,10 +532,16 @@ class MetricsWriter:
             elif kind == "flush":
                 events.append(payload)
         encoded = time.perf_counter()
+        sched_before = thread_sched_s(self._meter.tid)
         self._check_file(force=bool(events) or stop)  # before the write: these records go where they last
         if lines:
             self._append(b"".join(lines), len(lines))
-        self._meter.add(len(lines), encoded - started, time.perf_counter() - encoded)
+        write_s = time.perf_counter() - encoded
+        sched_after = thread_sched_s(self._meter.tid)
+        blocked_s = (
+            None if sched_before is None or sched_after is None else max(0.0, write_s - (sched_after - sched_before))
+        )
+        self._meter.add(len(lines), encoded - started, write_s, blocked_s)
         if meta_changed:
             self._write_meta()
         for event in events:
@@ -609,7 +623,7 @@ class MetricsWriter:
         try:
             while written < len(data):  # short writes happen on full disks and signals
                 # At most WRITE_CHUNK a call, so close() sees a slow disk progress between calls.
-                self._meter.write_started = time.monotonic()
+                self._meter.begin_write()
                 more = os.write(self._fd, view[written : written + WRITE_CHUNK])
                 if more == 0:
                     raise OSError(errno.ENOSPC, "short write")
@@ -630,7 +644,7 @@ class MetricsWriter:
             self._warn_once("write", f"cannot write metrics to {self.path} ({exc}); records dropped")
         finally:
             self._inflight = 0
-            self._meter.write_started = None
+            self._meter.end_write()
 
     # ------------------------------------------------------------ the file deleted under the writer
     def _check_file(self, force: bool = False) -> None:

@@ -78,11 +78,30 @@ class Bottleneck:
     detail: str
 
 
+def thread_sched_s(tid: int | None) -> float | None:
+    """Seconds a thread of this process has spent on a CPU or waiting for one (Linux's schedstat), None
+    where that is not known.
+
+    Wall time minus this is the time the thread was blocked (in ``write()``: the disk). Without it a
+    thread merely starved of CPU on a loaded machine looks like one waiting on a slow disk.
+    """
+    if tid is None:
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as handle:
+            on_cpu, waiting, _ = handle.read().split()
+        return (int(on_cpu) + int(waiting)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 class WriteMeter:
     """The writer thread's recent pace: records, seconds encoding, seconds in ``write()``.
 
     Recent, not cumulative: each batch's figures are added to the previous ones decayed, so a disk
-    that turns slow late in a long run is seen as slow.
+    that turns slow late in a long run is seen as slow. The disk is judged on the time ``write()`` was
+    blocked, not on its wall time: on a loaded machine a thread waits for a CPU inside any call, and
+    that wait is no disk's (Linux's per-thread schedstat tells the two apart; elsewhere wall time).
     """
 
     DECAY = 0.9
@@ -91,13 +110,36 @@ class WriteMeter:
         self.records = 0.0
         self.encode_s = 0.0
         self.write_s = 0.0
+        self.blocked_s = 0.0  # of write_s, the time the thread was neither on a CPU nor waiting for one
         self.write_started: float | None = None  # time.monotonic() of the write in progress
+        self.tid: int | None = None  # the writer thread's native id, set by the thread itself
+        self._sched_at_start: float | None = None
 
-    def add(self, records: int, encode_s: float, write_s: float) -> None:
+    def begin_write(self) -> None:
+        """Called by the writer thread before a batch's writes."""
+        self._sched_at_start = thread_sched_s(self.tid)
+        self.write_started = time.monotonic()
+
+    def end_write(self) -> None:
+        self.write_started = None
+
+    def add(self, records: int, encode_s: float, write_s: float, blocked_s: float | None = None) -> None:
         decay = self.DECAY
         self.records = self.records * decay + records
         self.encode_s = self.encode_s * decay + encode_s
         self.write_s = self.write_s * decay + write_s
+        self.blocked_s = self.blocked_s * decay + (write_s if blocked_s is None else blocked_s)
+
+    def write_in_progress(self, now: float) -> tuple[float, float] | None:
+        """(seconds since :meth:`begin_write`, of them blocked) of the write in progress; None when none is."""
+        started = self.write_started  # read once: the writer thread clears it when the write returns
+        if started is None:
+            return None
+        elapsed = now - started
+        before, after = self._sched_at_start, thread_sched_s(self.tid)
+        if before is None or after is None:
+            return elapsed, elapsed
+        return elapsed, max(0.0, elapsed - (after - before))
 
     def rate(self) -> float | None:
         """Records per second the writer thread handles while busy; None before its first batch."""
@@ -107,12 +149,12 @@ class WriteMeter:
     def diagnose(self, now: float | None = None) -> Bottleneck:
         """Whether the disk or the producer is the bottleneck now."""
         now = time.monotonic() if now is None else now
-        started = self.write_started
-        if started is not None and now - started > STUCK_WRITE_S:
-            return Bottleneck("disk", f"a write to the disk has not returned for {now - started:.1f} s")
+        write = self.write_in_progress(now)
+        if write is not None and write[1] > STUCK_WRITE_S:
+            return Bottleneck("disk", f"a write to the disk has not returned for {write[0]:.1f} s")
         rate = self.rate()
         busy = self.encode_s + self.write_s
-        share = self.write_s / busy if busy > 0 else 0.0
+        share = self.blocked_s / busy if busy > 0 else 0.0
         if rate is not None and share > DISK_SHARE:
             return Bottleneck(
                 "disk", f"the writer thread spends {share:.0%} of its time in write() ({rate:,.0f} records/s)"

@@ -55,7 +55,7 @@ def test_list_schedule_records_steps_lr_loss_and_timing(tmp_path: Path) -> None:
         assert r["lr"] == pytest.approx(lrs[r["step"] - 1], rel=1e-6)  # the rate used at that step
         assert r["loss"] == pytest.approx(recorder.outputs[r["step"] - 1], rel=1e-6)
         # no upper bound: the first interval holds graph compilation, which a loaded machine makes any length
-        assert 0 < r["step_time"] and 0 <= r["data_time"] < r["step_time"]
+        assert r["step_time"] > 0 and 0 <= r["data_time"] < r["step_time"]
         assert r["throughput"] == pytest.approx(BATCH / r["step_time"], rel=1e-6)
         assert r["samples"] == BATCH * r["step"]
         assert r["mem_host_rss"] > 10_000_000
