@@ -31,7 +31,7 @@ from monitor_cb.views.live import drawn_rank
 from pages import _findings, _shared
 
 K_FAMILY, K_PARAM, K_HIST, K_HIST_STEP = "ly_family", "ly_param", "ly_hist", "ly_hist_step"
-QUERY_HIST = "hist"
+QUERY_HIST, QUERY_VS, K_VS, NO_COMPARE = "hist", "vs", "ly_vs", ""
 
 
 @st.cache_resource(show_spinner=False)
@@ -134,6 +134,40 @@ def _family_section(run: Any, data: Any, families: list[Any], rank: int | None, 
     st.selectbox("Parameter", list(family.members), key=K_PARAM)
     if view.curve is not None:
         st.plotly_chart(view.curve, width="stretch", config=_shared.PLOTLY_CONFIG, key="ly_curve")
+    _compare_section(store, run, family, view.member, root)
+
+
+def _compare_section(store: Any, run: Any, family: Any, member: str | None, root: str) -> None:
+    """Another run of the same model beside this one: its heatmap of the same family, same row outlined."""
+    others = [r for r in _shared.list_runs(store) if r.id != run.id]
+    if not others:
+        return
+    by_id = {r.id: r for r in others}
+    choices = [NO_COMPARE, *by_id]
+    if st.session_state.get(K_VS) not in choices:
+        wanted = st.query_params.get(QUERY_VS)
+        st.session_state[K_VS] = wanted if wanted in by_id else NO_COMPARE
+    vs = st.selectbox(
+        "Compare with another run of the same model",
+        choices,
+        key=K_VS,
+        format_func=lambda rid: "none" if rid == NO_COMPARE else str(by_id[rid].name),
+    )
+    _shared.sync_query(QUERY_VS, None if vs == NO_COMPARE else vs)
+    if vs == NO_COMPARE:
+        return
+    other = by_id[vs]
+    data = store.read(other.id, rank=drawn_rank(store.ranks_of(other.id)))
+    theirs = next((f for f in run_families(list(data.frame.columns)) if f.name == family.name), None)
+    if theirs is None:
+        st.info(f"The run {_shared.md(other.name)} logs no {_shared.md(family.name)} family.")
+        return
+    findings = _findings.run_findings(other, data, root, store=store, shared=_shared.live_shared(root))
+    row = member if member in theirs.members else None
+    view = layers_view(data, theirs, row, findings, _matrices(root))
+    for finding in origin_findings(findings, family.name):
+        _findings.BOXES.get(finding.severity, st.info)(_findings.box_text(finding))
+    st.plotly_chart(view.heatmap, width="stretch", config=_shared.PLOTLY_CONFIG, key="ly_heatmap_vs")
 
 
 def _family_picker(families: list[Any], findings: list[Any]) -> Any:

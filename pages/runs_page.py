@@ -21,7 +21,7 @@ import streamlit as st
 from monitor_cb.charts.sweeps import MAX_RUNS, parallel_coordinates_figure, sweep_scatter_figure
 from monitor_cb.compare.colors import run_colors
 from monitor_cb.compare.runhealth import HealthCache
-from monitor_cb.compare.runs_table import STATS, group_table
+from monitor_cb.compare.runs_table import STATS, extra_group_keys, group_table
 from monitor_cb.compare.runstats import StatsCache, store_loader
 from monitor_cb.compare.summary_table import lower_is_better
 from monitor_cb.ingest.dropnote import drop_note
@@ -38,6 +38,7 @@ from monitor_cb.views.runs_view import (
     picked_ids,
     runs_view,
     sweep_columns,
+    table_height,
 )
 from monitor_cb.views.summary_cells import summary_display
 from pages import _shared
@@ -199,7 +200,7 @@ def controls() -> RunsQuery:
 def sort_controls(result: RunsView) -> None:
     """Sort column and direction, and the group-by key; a choice no longer in the table is reset."""
     columns = [c for c in result.table.frame.columns if c != "id"]
-    keys = ["status", *result.table.config_columns]
+    keys = ["status", *extra_group_keys(result.table), *result.table.config_columns]
     state = st.session_state
     if state.get(K_SORT_WANTED) in columns:  # from a link, once the table has that column
         state[K_SORT] = state.pop(K_SORT_WANTED)
@@ -260,6 +261,7 @@ def show_table(result: RunsView, now: float) -> list[str]:
         on_select="rerun",
         selection_mode="multi-row",
         key=K_TABLE,
+        height=table_height(len(frame)),
     )
     rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     return picked_ids(result, rows)

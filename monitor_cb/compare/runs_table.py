@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import numbers
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -127,7 +128,7 @@ def build_table(
     metrics = list(options.metrics) if options.metrics is not None else key_metrics(logged)
     metric_columns = [f"{m}.{stat}" for m in metrics for stat in options.stats]
     keys = config_keys([s.config_text for s in stats], options.all_config)
-    taken = set(BASE_COLUMNS) | set(metric_columns) | set(HEALTH_COLUMNS)
+    taken = set(BASE_COLUMNS) | set(metric_columns) | set(HEALTH_COLUMNS) | {"source"}
     config_columns = {key: (f"config.{key}" if key in taken else key) for key in keys}
     records, rows, texts = [], [], []
     health_columns: list[str] = []
@@ -181,7 +182,33 @@ def _base_row(info: Any, run: RunStats, now: float) -> dict[str, Any]:
         "dropped": int(getattr(getattr(info, "drops", None), "total", 0) or 0),
         "bad_lines": info.bad_lines,
         "reason": info.reason or "",
+        "source": str(getattr(info, "source", "") or "JSONL"),
+        **name_parts(str(info.name or info.id)),
     }
+
+
+_NAME_SEPARATORS = re.compile(r"[-_./ ]+")
+MAX_NAME_PARTS = 6
+
+
+def name_parts(name: str) -> dict[str, str]:
+    """``run03-lr1e-4-seed2`` -> ``{"name.1": "run03", "name.2": "lr1e", ...}``: the parts of a run's name, to group
+    runs that carry their settings only in their names (no config recorded)."""
+    parts = [p for p in _NAME_SEPARATORS.split(name) if p][:MAX_NAME_PARTS]
+    return {f"name.{i}": part for i, part in enumerate(parts, 1)}
+
+
+def extra_group_keys(table: RunsTable) -> list[str]:
+    """Besides status and config keys: ``source`` and the name parts that split the runs into groups
+    (more than one, and not one per run)."""
+    n = len(table.rows)
+    keys = []
+    for key in ("source", *(f"name.{i}" for i in range(1, MAX_NAME_PARTS + 1))):
+        values = [row.get(key) for row in table.rows]
+        distinct = len(set(values))
+        if distinct > 1 and (distinct < n or key == "source"):
+            keys.append(key)
+    return keys
 
 
 def run_duration(meta: Mapping[str, Any] | None, run: RunStats, status: str, now: float) -> float | None:

@@ -141,7 +141,11 @@ def parse_log(text: bytes | str, state: LogState, rank: int = 0) -> ParsedLog:
     """
 
     data = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
-    lines = read_lines(data)
+    return parse_lines(read_lines(data), state, rank)
+
+
+def parse_lines(lines: Any, state: LogState, rank: int = 0) -> ParsedLog:
+    """:func:`parse_log` of lines already read (a polars string column; None: no line)."""
     if lines is None:
         return ParsedLog(Batch.empty())
     parts: list[ParsedLog] = []
@@ -331,10 +335,27 @@ def read_lines(data: Any) -> Any:
     """The lines of ``data`` as a polars string column, read by polars' CSV reader (no Python string
     per line): invalid UTF-8 replaced, a line cut at an ASCII unit separator (no log line has one);
     None when there is no line."""
-    import polars as pl
 
     if not len(data) or (len(data) < 4096 and not bytes(data).strip()):  # (no copy of a large chunk)
         return None
+    return _csv_lines(data)
+
+
+def read_file_lines(path: str, mapped: Any, size: int) -> Any:
+    """The lines of a file's first ``size`` bytes (complete lines, ``mapped``), polars reading the
+    file itself (no copy of its bytes into Python); lines written after ``size`` are left out (as
+    many lines as newlines, a blank line included: polars keeps it). None when the file is shorter
+    than that now (the caller reads ``mapped`` instead)."""
+    view = np.frombuffer(mapped, np.uint8, count=size)
+    newlines = sum(int(np.count_nonzero(view[i : i + (16 << 20)] == 10)) for i in range(0, size, 16 << 20))
+    del view
+    lines = _csv_lines(path)
+    return lines.head(newlines) if lines.len() >= newlines else None
+
+
+def _csv_lines(data: Any) -> Any:
+    import polars as pl
+
     frame = pl.read_csv(
         data,
         has_header=False,

@@ -27,8 +27,10 @@ from monitor_cb.importers.mindformers_log import (
     LOG_NAME,
     SOURCE_FORMAT,
     LogState,
+    parse_lines,
     parse_log,
     rank_logs,
+    read_file_lines,
     rotated_logs,
     run_name,
 )
@@ -87,7 +89,11 @@ class MindFormersLogSource(TableSource):
 
     def _parse_whole(self, path: str, mapped: Any, size: int) -> int | None:
         """A large log read at once from its memory map (a job attached to after hours)."""
-        parsed = parse_log(mapped[:size], self.state, self.table.rank)  # one copy of the bytes
+        lines = read_file_lines(path, mapped, size)  # polars reads the file itself
+        if lines is not None:
+            parsed = parse_lines(lines, self.state, self.table.rank)
+        else:  # (shorter than it was mapped: truncated meanwhile)
+            parsed = parse_log(mapped[:size], self.state, self.table.rank)
         self._count_unparsed(parsed.unparsed_offsets, 0)
         self._head, self._read_to = bytes(mapped[:_HEAD]), size
         return self.table.append(parsed.batch) if len(parsed.batch) else 0

@@ -76,6 +76,7 @@ class RunInfo:
     bad_lines: int = 0  # lines with a problem: skipped, or partly read (see partial_lines)
     partial_lines: int = 0  # of bad_lines: kept with a bad value dropped
     drops: WriterDrops = field(default_factory=WriterDrops)  # records the writers dropped (all ranks' metadata)
+    source: str = "JSONL"  # what the run was read from: JSONL, TensorBoard, MindFormers log, MindSpore summary
 
 
 class _Run:
@@ -354,6 +355,7 @@ class RunStore:
             bad_lines=sum(s.bad_count for s in sources),
             partial_lines=sum(s.partial_count for s in sources),
             drops=writer_drops({id(m): m for m in metas}.values()),  # a TensorBoard run shares one meta
+            source=_source_name(run),
         )
 
     def _root_name(self) -> str:
@@ -674,3 +676,14 @@ def _concat_by_step(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, np.ndarra
             parts.append(np.full(len(frame), None if text else np.nan, object if text else np.float64))
         data[name] = np.concatenate(parts)[order]
     return pd.DataFrame(data, copy=False), order, frozenset(ignored)
+
+
+def _source_name(run: _Run) -> str:
+    """What a run is read from, as the Runs page groups it."""
+    if run.tensorboard is not None:
+        return "TensorBoard"
+    if run.mflog is not None:
+        return "MindFormers log"
+    if run.summary is not None:
+        return "MindSpore summary"
+    return "JSONL"

@@ -36,6 +36,7 @@ from monitor_cb.compare.runs_table import (
     sort_table,
 )
 from monitor_cb.compare.runstats import StatsCache
+from monitor_cb.ingest.status import NO_STATUS
 from monitor_cb.views.runlist import format_age, format_duration
 
 
@@ -168,6 +169,10 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
         drop.append("name")
     if "dropped" in frame.columns and not view.shown.frame["dropped"].fillna(0).astype(bool).any():
         drop.append("dropped")  # shown only when a writer lost records
+    if "reason" in frame.columns:
+        frame["reason"] = [said_reason(r) for r in frame["reason"]]
+        if not any(frame["reason"]):
+            drop.append("reason")  # no run's reason says anything: no column of "no status recorded"
     frame = frame.drop(columns=drop)
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
     first = [c for c in ("id", "name", "status", "health", "health.count", "health.step") if c in frame.columns]
@@ -175,6 +180,22 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
     last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]
+
+
+def said_reason(reason: str) -> str:
+    """A run's reason as the table shows it: "" for "no status recorded" (its status, ``ended``, says that
+    already, on every row of runs without metadata), else as it is."""
+    text = str(reason or "")
+    return "" if text.startswith(NO_STATUS) else text
+
+
+ROW_PX, HEADER_PX, MAX_ROWS_SHOWN = 35, 38, 30
+
+
+def table_height(n_rows: int) -> int:
+    """Pixels for a table of ``n_rows``: every row up to :data:`MAX_ROWS_SHOWN` (then it scrolls), not
+    Streamlit's fixed ten rows that left half a screen empty under 79 runs."""
+    return HEADER_PX + ROW_PX * max(1, min(n_rows, MAX_ROWS_SHOWN)) + 2
 
 
 def column_widths(frame: pd.DataFrame) -> dict[str, int]:

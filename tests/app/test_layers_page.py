@@ -112,3 +112,18 @@ def test_live_page_finding_links_to_the_layers_row(blown):
     (link,) = [p for p in links if "Layers page" in p.label]
     assert link.page.endswith("layers") or "layers" in link.page
     assert f"param={blown.culprit}" in link.query_string and "family=grad_norm" in link.query_string
+
+
+def test_compare_with_a_healthy_run_of_the_same_model(blown, log_root: Path):
+    write_family_run(log_root, "twin", family_run(1, n_points=400, params=12))
+    at = run_entry(ENTRY, {"run": "blown", "vs": "twin"})
+    assert_ok(at)
+    assert at.selectbox(key="ly_vs").value == "twin"
+    heats = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert len(heats) == 2
+    assert [t for t in heats[0]["data"] if t["type"] == "scatter"]  # the blown run's mark ...
+    assert not [t for t in heats[1]["data"] if t["type"] == "scatter"]  # ... and none on its healthy twin
+    assert heats[1]["data"][0]["y"] == heats[0]["data"][0]["y"]  # the same rows, in the same order
+    at.selectbox(key="ly_vs").set_value("").run()
+    assert_ok(at)
+    assert len([c for c in charts(at) if c["data"][0]["type"] == "heatmap"]) == 1

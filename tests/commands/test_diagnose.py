@@ -103,3 +103,21 @@ def test_a_tensorboard_run_opened_two_days_later_is_ended_not_stalled(tmp_path, 
     out = capsys.readouterr().out
     assert "stalled" not in out and "hung" not in out
     assert code == (1 if "ERROR" in out else 0)  # the NaN at step 3 is the only error it may have
+
+
+def test_the_parameter_that_blew_up_first_is_named(tmp_path, capsys):
+    """A run logging a grad_norm/<param> family (issue 33): the text and the JSON name the culprit."""
+    from monitor_cb.testing.synthetic_families import family_run
+    from tests.app.family_runs import write_family_run
+
+    run = family_run(1, blowup=True, n_points=600, params=12)
+    write_family_run(tmp_path, "blown", run, close="failed")
+    write_family_run(tmp_path, "healthy", family_run(1, n_points=400, params=12))
+    assert main(["diagnose", "blown", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"starting in {run.culprit} (grad_norm)" in out and "layer_origin" in out
+    main(["diagnose", "blown", "--root", str(tmp_path), "--json"])
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["kind"] == "layer_origin"]
+    assert [f["details"]["member"] for f in found] == [run.culprit]
+    assert main(["diagnose", "healthy", "--root", str(tmp_path)]) == 0
+    assert "layer_origin" not in capsys.readouterr().out

@@ -210,3 +210,33 @@ def test_rotated_files_are_read_a_slice_at_a_time_and_one_over_the_cap_is_named(
         list(source.skipped) == [str(rank / "info.log.3")]
         and "over the 20,000-byte cap" in source.skipped[str(rank / "info.log.3")]
     )
+
+
+def test_a_large_first_read_takes_the_lines_that_were_there_when_mapped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """polars reads the file itself; lines appended after it was mapped (a torn one too) wait for the tail."""
+    import mmap
+
+    import monitor_cb.ingest.mindformers_source as module
+    from monitor_cb.importers.mindformers_log import read_file_lines
+
+    log = tmp_path / "info.log"
+    write(log, range(1, 4))
+    with log.open("a") as out:
+        out.write("\n")  # a blank line is a line too
+    size = log.stat().st_size
+    with log.open("rb") as handle, mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as mapped:
+        write(log, range(4, 6))
+        with log.open("a") as out:
+            out.write("[INFO] 2026-12-05 09:22:04,000 [x] { Epoch:[  1/  1], step:[    6/  ")  # torn
+        lines = read_file_lines(str(log), mapped, size)
+    assert lines.len() == 4 and "step:[    3/" in lines[2] and lines[3] == ""
+    monkeypatch.setattr(module, "WHOLE_MIN_BYTES", 1)
+    source = MindFormersLogSource(log, 0, tmp_path)
+    source.poll()
+    assert list(source.frame()["step"]) == [1, 2, 3, 4, 5] and source.bad_count == 0
+    with log.open("a") as out:
+        out.write("20], loss:[4.1/4.1], per_step_time: 25ms\n")
+    source.poll()
+    assert list(source.frame()["step"]) == [1, 2, 3, 4, 5, 6] and source.bad_count == 0
