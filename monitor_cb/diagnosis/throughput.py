@@ -38,6 +38,9 @@ _MEDIAN_SE = 1.2533
 _SAME_STAMP_SHARE = 0.1
 _BURST_RATIO = 20.0
 _MIN_STEP_S = 1e-4
+# The shortest plausible median time between two records a training wrote: a converter writing a finished
+# run's log writes thousands of records a second, and its pauses (a flush, a collection) are no slowdown.
+_MIN_RECORD_S = 2e-3
 
 
 FROM_TIMES = "steps/s (from record times)"
@@ -127,6 +130,12 @@ def record_times_problem(frame: pd.DataFrame) -> str | None:
         return (
             f"records are a median {fmt_seconds(typical)} apart per step but {fmt_seconds(mean)} on average: "
             "they were written in bursts"
+        )
+    record = float(np.median(dt))
+    if record < _MIN_RECORD_S:
+        return (
+            f"records are a median {fmt_seconds(record)} apart, faster than a training writes them: they were "
+            "written in a burst (a converted or copied log)"
         )
     return None
 

@@ -369,3 +369,15 @@ def test_an_admin_token_unlocks_saving_for_that_session_only(root: Path, monkeyp
     at.form_submit_button[0].click().run()
     assert json.loads((root / ".monitor" / "diagnosis.json").read_text())["disabled"] == ["plateau"]
     assert not run_app().form_submit_button, "another session starts locked"
+
+
+def test_metric_roles_are_saved_per_root_and_reloaded(root: Path) -> None:
+    at = run_app()
+    at.text_area(key="diag_role_loss").input("train/total\n\n  Train/Total  \n")
+    at.form_submit_button[0].click().run()  # Save
+    assert not at.exception and any("Saved to" in s.value for s in at.success)
+    saved = json.loads((root / ".monitor" / "diagnosis.json").read_text())
+    assert saved["roles"] == {"loss": ["train/total", "Train/Total"]}  # names as written, case kept, one a line
+    again = run_app()
+    assert again.text_area(key="diag_role_loss").value == "train/total\nTrain/Total"
+    assert again.text_area(key="diag_role_lr").value == ""
