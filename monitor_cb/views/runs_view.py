@@ -161,8 +161,8 @@ def time_notes(infos: Sequence[Any], cache: StatsCache, shown: Sequence[str]) ->
 def page_table(view: RunsView, now: float) -> pd.DataFrame:
     """The shown rows as text (:func:`~monitor_cb.compare.runs_table.display_table`) without hidden columns
     (``name`` only where some run's name differs from its id): the run, status, steps and duration, then
-    the metrics and config keys, then ranks, records, dropped records (only when a run has some), bad lines
-    and the reason."""
+    the config keys, the metrics, then ranks, records, dropped records (only when a run has some), bad lines
+    and the reason (only when some run's says more than its status)."""
     frame = display_table(view.shown, now)
     drop = [c for c in HIDDEN_COLUMNS if c in frame.columns]
     if "name" in frame.columns and list(view.shown.frame["name"]) == list(view.shown.frame["id"]):
@@ -177,6 +177,8 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
     first = [c for c in ("id", "name", "status", "health", "health.count", "health.step") if c in frame.columns]
     first += [c for c in ("steps", "duration_s") if c in frame.columns]
+    # the config keys that differ come before the metric statistics: at 1440 px they were behind a scroll
+    first += [c for c in view.shown.config_columns if c in frame.columns and c not in first]
     last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]

@@ -77,7 +77,8 @@ def test_page_table_hides_name_when_it_is_the_id_and_widths_fit_the_text(store: 
     frame = page_table(out, time.time())
     assert "name" not in frame.columns and "updated" not in frame.columns
     columns = list(frame.columns)
-    assert columns[:5] == ["id", "status", "steps", "duration_s", "loss.last"] and columns[-1] == "bad_lines"
+    assert columns[:4] == ["id", "status", "steps", "duration_s"] and columns[-1] == "bad_lines"
+    assert columns.index("lr") < columns.index("loss.last"), "the differing config before the statistics"
     assert "reason" not in columns, "no run's reason says anything: no column of blanks"
     assert columns.index("lr") < columns.index("ranks"), "config before the bookkeeping"
     widths = column_widths(pd.DataFrame({"reason": ["x" * 30, "y"], "s": ["1", "2"]}))
