@@ -274,14 +274,22 @@ def _trailing_median(level: np.ndarray, window: int, min_count: int) -> tuple[np
     lower = np.take_along_axis(ordered, np.maximum(valid - 1, 0)[..., None] // 2, -1)[..., 0]
     upper = np.take_along_axis(ordered, (valid // 2)[..., None], -1)[..., 0]
     median = np.where(valid > 0, (lower + upper) / 2.0, np.nan)
-    start = np.array([_first_median(row, window) for row in level])
+    start = _first_medians(level, window)
     judged = valid >= min_count
     return np.where(judged, median, start[:, None]), judged
 
 
-def _first_median(row: np.ndarray, window: int) -> float:
-    finite = row[np.isfinite(row)][:window]
-    return float(np.median(finite)) if finite.size else np.nan
+def _first_medians(level: np.ndarray, window: int) -> np.ndarray:
+    """Per row: the median of its first ``window`` finite cells (NaN for a row with none), one numpy pass
+    over the matrix (a loop over 1,000 rows cost 0.15 s a draw)."""
+    finite = np.isfinite(level)
+    firsts = finite & (np.cumsum(finite, axis=1) <= window)  # each row's first ``window`` finite cells
+    ordered = np.sort(np.where(firsts, level, np.nan), axis=1)  # NaN sort last
+    valid = firsts.sum(axis=1)
+    lower = np.take_along_axis(ordered, (np.maximum(valid - 1, 0) // 2)[:, None], 1)[:, 0]
+    upper = np.take_along_axis(ordered, (valid // 2)[:, None], 1)[:, 0]
+    with np.errstate(invalid="ignore"):
+        return np.where(valid > 0, (lower + upper) / 2.0, np.nan)
 
 
 def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None) -> list[Mover]:

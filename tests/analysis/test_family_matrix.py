@@ -104,3 +104,22 @@ def test_bad_options():
         MatrixOptions(buckets=1)
     with pytest.raises(ValueError, match="baseline_buckets"):
         MatrixOptions(baseline_buckets=0)
+
+
+def test_first_medians_match_numpy_median_row_by_row():
+    """The run-start baseline in one pass over the matrix equals ``np.median`` of each row's first finite cells."""
+    from monitor_cb.analysis.family_matrix import _first_medians
+
+    rng = np.random.default_rng(3)
+    level = rng.normal(0, 1, (40, 30))
+    level[rng.random(level.shape) < 0.3] = np.nan
+    level[5] = np.nan  # a row that logged nothing
+    level[6, :] = np.nan
+    level[6, 29] = 2.5  # one finite cell, at the end
+    got = _first_medians(level, 16)
+    for row, value in zip(level, got, strict=True):
+        finite = row[np.isfinite(row)][:16]
+        if finite.size:
+            assert value == pytest.approx(float(np.median(finite)), rel=1e-12, abs=1e-12)
+        else:
+            assert np.isnan(value)

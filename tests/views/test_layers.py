@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
 from monitor_cb.analysis.families import Family
 from monitor_cb.analysis.family_matrix import MatrixOptions, Mover
+from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.diagnosis import diagnose
 from monitor_cb.diagnosis.findings import Finding
 from monitor_cb.ingest.runframe import RunFrame, Snapshot
@@ -86,3 +89,19 @@ def test_curve_panels(member):
     view = layers_view(_read(run.frame), family, member, [], MatrixCache())
     titles = [a.text for a in view.curve.layout.annotations]
     assert titles == ["loss", "grad_norm", f"grad_norm: {view.member}"]
+
+
+def test_figures_are_dicts_plotly_accepts_and_no_plotly_objects_are_built():
+    """Both figures are built as their dicts (plotly's validation and templates cost 0.5-1 s a draw at 1,000
+    parameters): sending them builds no plotly objects, and plotly's own validation accepts them."""
+    run = family_run(1, blowup=True, n_points=600, params=12)
+    findings = diagnose(run.frame, status="failed")
+    family = run_families(list(run.frame.columns))[0]
+    view = layers_view(_read(run.frame), family, None, findings, MatrixCache())
+    for fig in (view.heatmap, view.curve):
+        pio.to_json(fig)  # as Streamlit sends it
+        assert isinstance(fig, PreparedFigure) and fig._objects is None
+        go.Figure(pio.from_json(pio.to_json(fig), skip_invalid=False).to_dict())  # raises if plotly disagrees
+    curve = view.curve.to_dict()["layout"]
+    assert [s["xref"] for s in curve["shapes"][:3]] == ["x", "x2", "x3"]  # the finding's line on every panel
+    assert curve["xaxis3"]["title"]["text"] == "step" and curve["template"]["layout"]["plot_bgcolor"] == "white"
