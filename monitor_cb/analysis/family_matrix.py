@@ -300,16 +300,21 @@ def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None
     if data.empty:
         return []
     cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
+    # one numpy pass over the matrix (a loop over 1,000 rows cost 0.07 s a draw)
+    bad = data.nonfinite & cols  # NaN/Inf counts even at a run's start
+    has_bad, first_bad = bad.any(axis=1), np.argmax(bad, axis=1)
+    with np.errstate(invalid="ignore"):
+        r = np.where(cols & data.judged & np.isfinite(data.ratio), np.abs(data.ratio), -1.0)
+    peak = np.argmax(r, axis=1)
+    rows = np.arange(len(data.members))
+    moved = r[rows, peak] > 0
     movers = []
-    for i, member in enumerate(data.members):
-        bad = np.flatnonzero(data.nonfinite[i] & cols)  # NaN/Inf counts even at a run's start
-        if bad.size:
-            k = int(bad[0])
-            movers.append(Mover(member, float("inf"), int(data.start[k]), float("nan")))
-            continue
-        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
-        k = int(np.argmax(r))
-        if r[k] > 0:
+    for i in np.flatnonzero(has_bad | moved):
+        member = data.members[i]
+        if has_bad[i]:
+            movers.append(Mover(member, float("inf"), int(data.start[first_bad[i]]), float("nan")))
+        else:
+            k = peak[i]
             movers.append(Mover(member, float(data.ratio[i, k]), int(data.start[k]), float(data.value[i, k])))
     movers.sort(key=lambda m: (-abs(m.ratio), m.step, m.member))
     return movers[:limit]

@@ -123,3 +123,37 @@ def test_first_medians_match_numpy_median_row_by_row():
             assert value == pytest.approx(float(np.median(finite)), rel=1e-12, abs=1e-12)
         else:
             assert np.isnan(value)
+
+
+def _movers_row_by_row(data, since_step=None):
+    """The plain per-row reading of top movers, the reference the one-pass version must agree with."""
+    cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
+    found = []
+    for i, member in enumerate(data.members):
+        bad = np.flatnonzero(data.nonfinite[i] & cols)
+        if bad.size:
+            found.append((member, np.inf, int(data.start[bad[0]])))
+            continue
+        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
+        k = int(np.argmax(r))
+        if r[k] > 0:
+            found.append((member, float(data.ratio[i, k]), int(data.start[k])))
+    found.sort(key=lambda m: (-abs(m[1]), m[2], m[0]))
+    return found
+
+
+@pytest.mark.parametrize("since_step", [None, 500])
+def test_top_movers_agree_with_a_row_by_row_reading(since_step):
+    from monitor_cb.analysis.family_matrix import HeatmapData
+
+    rng = np.random.default_rng(5)
+    p, n = 60, 40
+    ratio = rng.normal(0, 0.5, (p, n))
+    ratio[rng.random((p, n)) < 0.1] = np.nan
+    ratio[7] = np.nan  # a row with nothing to judge
+    nonfinite = rng.random((p, n)) < 0.01
+    judged = rng.random((p, n)) < 0.9
+    start = np.arange(n) * 25 + 1
+    data = HeatmapData(tuple(f"p.{i}" for i in range(p)), start, start + 24, ratio, ratio * 2, nonfinite, judged)
+    got = [(m.member, m.ratio, m.step) for m in top_movers(data, limit=p, since_step=since_step)]
+    assert got == _movers_row_by_row(data, since_step)
