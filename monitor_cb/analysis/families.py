@@ -72,6 +72,24 @@ def find_families(columns: Iterable[str], min_members: int = MIN_MEMBERS) -> lis
     return sorted(families, key=lambda f: (-len(f), f.name))
 
 
+# a parameter as a model names it: a dotted path (``model.layers.0.attention.wq.weight``, ``conv1.weight``)
+_PARAMETER = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+)+")
+
+
+def looks_like_parameters(family: Family) -> bool:
+    """Whether most members are parameter paths: a family of layers, not a prefix that groups a run's
+    own metrics (HF's ``train/loss``, ``train/epoch``; ``eval/runtime``; YOLO's ``metrics/recall``)."""
+    named = sum(1 for member in family.members if _PARAMETER.fullmatch(member))
+    return named * 2 > len(family)
+
+
+def parameter_families(columns: Iterable[str], exclude: Iterable[str] = ()) -> list[Family]:
+    """The families among ``columns`` whose members are mostly parameters, leaving out ``exclude`` (the
+    columns that play a role of the run, such as its loss: a run's loss is never a layer of itself)."""
+    excluded = set(exclude)
+    return [f for f in find_families(c for c in columns if c not in excluded) if looks_like_parameters(f)]
+
+
 def family_named(columns: Iterable[str], name: str) -> Family | None:
     """The family called ``name`` among ``columns``, None when there is none."""
     return next((f for f in find_families(columns) if f.name == name), None)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from monitor_cb.analysis.families import Family, find_families
+from monitor_cb.analysis.families import Family, parameter_families
+from monitor_cb.analysis.roles import automatic
 from monitor_cb.diagnosis.findings import Finding, explain, fmt_step
 from monitor_cb.diagnosis.settings import DiagnosisSettings
 
@@ -56,7 +57,9 @@ def detect_layer_origin(
     ``logged``: column -> "was logged" mask aligned with ``frame`` (``RunFrame.masks``); without it a
     NaN counts as logged where another member of its family was logged in the same row.
     """
-    families = find_families(c for c in frame.columns if isinstance(c, str))
+    names = [c for c in frame.columns if isinstance(c, str)]
+    casting = automatic(names)
+    families = parameter_families(names, exclude=(n for n in names if casting.role_of(n) is not None))
     if not families or "step" not in frame.columns:
         return []
     families.sort(key=lambda f: (PREFERRED.index(f.name) if f.name in PREFERRED else len(PREFERRED), f.name))

@@ -10,7 +10,6 @@ status comes from activity (summary files record none), the config from the ``_l
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,14 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.importers.ms_summary import SOURCE_FORMAT, HistogramSeries, SummaryRun
+from monitor_cb.ingest.group_source import GroupRankSource
 from monitor_cb.ingest.lines import BadLine
-from monitor_cb.ingest.source import TableSource
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import FileIdentity
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from monitor_cb.importers.ms_peek import SummaryPeek
     from monitor_cb.ingest.summary_index import SourceSummary
 
@@ -44,50 +41,11 @@ class _Activity:
     refused: str | None = None  # the store names only the group's refused files (SummaryGroup.refused)
 
 
-class SummaryRankSource(TableSource):
+class SummaryRankSource(GroupRankSource):
     """One rank of a summary directory; polling it polls the shared reader for every rank."""
 
     def __init__(self, group: SummaryGroup, rank: int) -> None:
-        super().__init__(rank)
-        self.group = group
-        self.path = group.path / f"rank_{rank}"
-        self.meta_path = group.path / ".no-metadata"  # summary files keep no status: it comes from activity
-        self.tail = _Activity()
-        self._new = 0
-
-    def poll(self) -> int:
-        self.group.poll()
-        with self.lock:
-            taken, self._new = self._new, 0
-            self.last_poll = time.time()
-            return taken
-
-    # ------------------------------------------------------------------ listed from the files' ends
-    def read_rows(self) -> int:
-        self.group.unlist()
-        return self.poll()
-
-    def frame(self, all_segments: bool = False) -> pd.DataFrame:
-        self.group.read_listed()
-        return super().frame(all_segments)
-
-    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
-        self.group.read_listed()
-        return super().frame_and_masks(all_segments)
-
-    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
-        self.group.read_listed()
-        return super().logged(column, all_segments)
-
-    def summary(self) -> SourceSummary:
-        listed = self.group.listed
-        if listed is not None and self.table.rank in listed.summaries:
-            return listed.summaries[self.table.rank]
-        return super().summary()
-
-    def summary_version(self) -> tuple[int, ...]:
-        listed = self.group.listed
-        return (listed.version,) if listed is not None else super().summary_version()
+        super().__init__(group, rank, _Activity())
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from monitor_cb.rootfile import MIB, identity, open_regular
 
 PEEK_MIN_BYTES = 4 * MIB  # smaller files are parsed at once (milliseconds)
 EDGE_BYTES = 64 * 1024  # read at each end of the file for its first and last records
+MAX_EDGE_BYTES = 4 * MIB  # ...growing to this while an end holds fewer than EDGE_LINES lines (a wide run)
+EDGE_LINES = 4  # complete lines wanted at each end: two rows give a stride, a torn line costs one
 RECENT = 64  # the last records whose times give the usual interval (as a read file's)
 
 
@@ -54,8 +56,7 @@ def peek_file(
             size = st.st_size
             if size < max(min_bytes, 2 * EDGE_BYTES):
                 return None
-            head = os.pread(fd, EDGE_BYTES, 0)
-            tail = os.pread(fd, EDGE_BYTES, size - EDGE_BYTES)
+            head, tail = _edges(fd, size)
             ident = identity(st)
     except Exception:  # noqa: BLE001 - a FIFO, a link out, a vanished file: the read says why
         return None
@@ -84,6 +85,20 @@ def peek_file(
         interval=usual_interval(np.array(last.times[-RECENT:], dtype=float)),
     )
     return Peek(ident, summary)
+
+
+def _edges(fd: int, size: int) -> tuple[bytes, bytes]:
+    """The file's first and last bytes, enough for :data:`EDGE_LINES` lines at each end where that fits in
+    :data:`MAX_EDGE_BYTES` and half the file: a run with 5,000 metrics writes 160 kB lines, and with no
+    complete line at an end it would be parsed in full just to be listed."""
+    edge = EDGE_BYTES
+    while True:
+        head = os.pread(fd, edge, 0)
+        tail = os.pread(fd, edge, size - edge)
+        enough = head.count(b"\n") >= EDGE_LINES and tail.count(b"\n") >= EDGE_LINES + 1
+        if enough or edge * 4 > min(MAX_EDGE_BYTES, size // 2):
+            return head, tail
+        edge *= 4
 
 
 @dataclass(frozen=True)

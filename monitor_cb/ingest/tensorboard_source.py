@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,13 +31,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.config_masking import mask_config_texts
-from monitor_cb.ingest.source import TableSource
+from monitor_cb.ingest.group_source import GroupRankSource
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import open_regular
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from monitor_cb.importers.event_peek import EventPeek
     from monitor_cb.ingest.colcache import ColumnarCache, Fingerprint
     from monitor_cb.ingest.summary_index import SourceSummary
@@ -78,50 +75,11 @@ class _Activity:
     size: int = 0  # bytes of the run's event files (growth seen by this process: its status)
 
 
-class TensorBoardRankSource(TableSource):
+class TensorBoardRankSource(GroupRankSource):
     """One rank of a TensorBoard run; polling it polls the shared reader for every rank."""
 
     def __init__(self, group: TensorBoardGroup, rank: int) -> None:
-        super().__init__(rank)
-        self.group = group
-        self.path = group.path / f"rank_{rank}"
-        self.meta_path = group.path / ".no-metadata"  # TensorBoard runs have none: status from activity
-        self.tail = group.activity
-        self._new = 0
-
-    def poll(self) -> int:
-        self.group.poll()
-        with self.lock:
-            taken, self._new = self._new, 0
-            self.last_poll = time.time()
-            return taken
-
-    # ------------------------------------------------------------------ listed from the files' ends
-    def read_rows(self) -> int:
-        self.group.unlist()
-        return self.poll()
-
-    def frame(self, all_segments: bool = False) -> pd.DataFrame:
-        self.group.read_listed()
-        return super().frame(all_segments)
-
-    def frame_and_masks(self, all_segments: bool = False) -> tuple[int, pd.DataFrame, dict[str, np.ndarray]]:
-        self.group.read_listed()
-        return super().frame_and_masks(all_segments)
-
-    def logged(self, column: str, all_segments: bool = False) -> np.ndarray:
-        self.group.read_listed()
-        return super().logged(column, all_segments)
-
-    def summary(self) -> SourceSummary:
-        listed = self.group.listed
-        if listed is not None and self.table.rank in listed.summaries:
-            return listed.summaries[self.table.rank]
-        return super().summary()
-
-    def summary_version(self) -> tuple[int, ...]:
-        listed = self.group.listed
-        return (listed.version,) if listed is not None else super().summary_version()
+        super().__init__(group, rank, group.activity)
 
 
 @dataclass(frozen=True)

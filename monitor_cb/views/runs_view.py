@@ -175,10 +175,11 @@ def page_table(view: RunsView, now: float) -> pd.DataFrame:
             drop.append("reason")  # no run's reason says anything: no column of "no status recorded"
     frame = frame.drop(columns=drop)
     # what a comparison reads first (metrics, config) before the bookkeeping and the long reason
-    first = [c for c in ("id", "name", "status", "health", "health.count", "health.step") if c in frame.columns]
-    first += [c for c in ("steps", "duration_s") if c in frame.columns]
-    # the config keys that differ come before the metric statistics: at 1440 px they were behind a scroll
+    first = [c for c in ("id", "name", "status", "health", "steps", "duration_s") if c in frame.columns]
+    # the config keys that differ come before the metric statistics and the health's count and step: at
+    # 1440 px they were behind a scroll
     first += [c for c in view.shown.config_columns if c in frame.columns and c not in first]
+    first += [c for c in ("health.count", "health.step") if c in frame.columns and c not in first]
     last = [c for c in ("ranks", "records", "dropped", "bad_lines", "reason") if c in frame.columns]
     middle = [c for c in frame.columns if c not in first and c not in last]
     return frame[[*first, *middle, *last]]

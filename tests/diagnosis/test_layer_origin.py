@@ -105,3 +105,28 @@ def test_real_runs_with_a_healthy_family_attached_are_quiet():
         assert not found, (run.name, [f.message for f in found])
         quiet += 1
     assert quiet >= 50
+
+
+def test_a_runs_own_metrics_grouped_by_prefix_are_no_layers():
+    # Names as written group HF Trainer's train/loss, train/learning_rate, train/epoch and eval/* (and YOLO's
+    # metrics/*) by prefix, but they are the run's own metrics: the loss turning NaN was named "a train jump
+    # starting in loss (train)", the loss as the origin of itself.
+    steps = np.arange(1, 301)
+    loss = 2.0 * np.exp(-steps / 200)
+    loss[249:] = np.nan
+    frame = pd.DataFrame(
+        {
+            "step": steps,
+            "train/loss": loss,
+            "train/learning_rate": np.full(300, 1e-4),
+            "train/epoch": steps / 100,
+            "train/grad_norm": np.where(steps < 250, 1.0, np.inf),
+            "eval/runtime": np.where(steps % 50 == 0, 30.0 + steps / 10, np.nan),
+            "eval/samples_per_second": np.where(steps % 50 == 0, 300.0, np.nan),
+            "metrics/mAP_0.5": np.where(steps % 50 == 0, steps / 300, np.nan),
+            "metrics/recall": np.where(steps % 50 == 0, steps / 300, np.nan),
+        }
+    )
+    findings = diagnose(frame, S, status="failed")
+    assert any(f.kind == "nan" for f in findings), "the NaN itself is found"
+    assert _origin(findings) == []

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from monitor_cb.ingest import parse as parse_module
 from monitor_cb.ingest.batch import Batch
 from monitor_cb.ingest.bulk import substitute_nonfinite
 from monitor_cb.ingest.parse import ChunkParser, _sample
@@ -92,3 +93,33 @@ def test_a_rare_key_the_sample_missed_stays_on_the_fast_path() -> None:
     assert fast.bulk_chunks == 1 and "eval_rare" in fast.kinds
     assert_same(fast_batch, slow_batch)
     assert fast_batch.floats["eval_rare"][1].sum() == 1
+
+
+def test_the_sample_of_a_short_file_takes_each_line_once() -> None:
+    """The 65 sample places of a short file overlap: each line was taken up to five times (and learned as often)."""
+    data = collector_lines(300)
+    assert _sample(data) == data
+
+
+def wide_lines(keys: int, steps: int) -> bytes:
+    names = [f"layer_{i:04d}/grad_norm" for i in range(keys)]
+    return b"".join(line({"step": s, "t": 100.0 + s, **dict.fromkeys(names, s * 0.5)}) for s in range(1, steps + 1))
+
+
+def test_a_wide_runs_kinds_are_learned_from_a_few_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learning the kinds is a Python step per value sampled: a wide run's sample is one line per place
+    (not 16, each 40 kB), so the values learned stay a fraction of the file's, and the batch is unchanged."""
+    keys, steps = 2000, 300
+    data = wide_lines(keys, steps)
+    assert _sample(data).count(b"\n") <= parse_module._SAMPLE_POINTS + 2
+    learned: list[int] = []
+    learn = ChunkParser._learn
+    monkeypatch.setattr(
+        ChunkParser, "_learn", lambda self, records: (learned.append(sum(map(len, records))), learn(self, records))[1]
+    )
+    fast, slow = ChunkParser(bulk_min_bytes=0), ChunkParser(bulk_min_bytes=1 << 40)
+    fast_batch, _ = fast.parse(data, 0)
+    assert fast.bulk_chunks == 1
+    assert sum(learned) <= (parse_module._SAMPLE_POINTS + 2) * (keys + 2) < keys * steps / 4
+    slow_batch, _ = slow.parse(data, 0)
+    assert_same(fast_batch, slow_batch)

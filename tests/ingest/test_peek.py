@@ -204,3 +204,23 @@ def test_real_runs_are_peeked_close_to_a_full_read_and_exact_once_read(tmp_path:
     assert store.list_runs()[0].n_records == 111_327, "from the stride"
     store.read("ratos_nan")
     assert store.list_runs()[0].n_records == 111_336, "exact once read"
+
+
+def test_a_wide_run_is_listed_from_its_ends_without_parsing_it(tmp_path: Path) -> None:
+    """Issue #31: a run with thousands of metrics writes lines longer than an edge; its listing used to
+    parse the whole file (34 s for 5,000 metrics x 200 steps). The ends grow until they hold whole lines."""
+    root = tmp_path / "logs"
+    names = [f"layer_{i:04d}/grad_norm" for i in range(2500)]
+    writer = MetricsWriter(root / "wide", rank=0, world_size=1, fsync_interval=0, queue_size=100)
+    for step in range(1, 41):
+        writer.log_at(1_700_000_000.0 + step, step, loss=1.0 / step, **dict.fromkeys(names, step * 0.5))
+    writer.close("finished")
+    path = root / "wide" / "metrics.jsonl"
+    assert path.stat().st_size / 40 > EDGE_BYTES, "each line is longer than an edge"
+    peeking = store_of(root, 0)
+    (got,) = peeking.list_runs()
+    assert bytes_read(peeking) == 0, "nothing parsed by the listing"
+    reading = RunStore(root, cache=False, rescan_interval_s=0, peek_min_bytes=None)
+    assert [got] == reading.list_runs()
+    assert got.n_records == 40 and got.last_step == 40
+    assert_frame_equal(peeking.read("wide").frame, reading.read("wide").frame)
