@@ -29,8 +29,7 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from monitor_cb.analysis.families import find_families
-from monitor_cb.views.layers import MatrixCache, layers_view
+from monitor_cb.views.layers import MatrixCache, layers_view, run_families
 
 
 def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
@@ -53,9 +52,9 @@ def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
 
 
 def draw(frame: pd.DataFrame, cache: MatrixCache) -> tuple[float, int, str]:
-    family = find_families(frame.columns)[0]
     data = SimpleNamespace(run_id="bench", rank=None, frame=frame, masks={})
     start = time.perf_counter()
+    family = run_families(list(frame.columns))[0]  # as the page finds it, on every draw
     view = layers_view(data, family, None, [], cache)
     payload = pio.to_json(view.heatmap) + pio.to_json(view.curve)
     return time.perf_counter() - start, len(payload), view.movers[0].member if view.movers else ""
