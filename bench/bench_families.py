@@ -6,7 +6,8 @@ Layers page does per viewer on top of it: fold the family into its bucket matrix
 selected parameter's curve, and the figures serialised as Streamlit sends them (``to_json``). Then
 a refresh after ten new rows (only those are folded). The baseline, measured in the same run, is
 reading the family's values out of the frame once (``frame[columns].to_numpy()``): the least any
-drawing of every value must pay.
+drawing of every value must pay. A small family is drawn first, untimed, as a warm server has
+(plotly's lazily imported modules and templates loaded once per process).
 
 Goal (issue 33): the first draw within 2 s on a warm server; memory bounded (the matrix is
 parameters x buckets whatever the steps).
@@ -28,8 +29,7 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from monitor_cb.analysis.families import find_families
-from monitor_cb.views.layers import MatrixCache, layers_view
+from monitor_cb.views.layers import MatrixCache, layers_view, run_families
 
 
 def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
@@ -52,9 +52,9 @@ def family_frame(params: int, steps: int, seed: int = 0) -> pd.DataFrame:
 
 
 def draw(frame: pd.DataFrame, cache: MatrixCache) -> tuple[float, int, str]:
-    family = find_families(frame.columns)[0]
     data = SimpleNamespace(run_id="bench", rank=None, frame=frame, masks={})
     start = time.perf_counter()
+    family = run_families(list(frame.columns))[0]  # as the page finds it, on every draw
     view = layers_view(data, family, None, [], cache)
     payload = pio.to_json(view.heatmap) + pio.to_json(view.curve)
     return time.perf_counter() - start, len(payload), view.movers[0].member if view.movers else ""
@@ -65,6 +65,7 @@ def main() -> int:
     parser.add_argument("--params", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=100_000)
     args = parser.parse_args()
+    draw(family_frame(8, 200, seed=1), MatrixCache())  # a warm server: plotly's modules and templates loaded
     frame = family_frame(args.params, args.steps)
     columns = [c for c in frame.columns if c.startswith("grad_norm/")]
     start = time.perf_counter()

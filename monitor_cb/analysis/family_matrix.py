@@ -119,6 +119,10 @@ class FamilyMatrix:
         self.n = 0
         self.rows_seen = 0
         self.last_step_seen: int | None = None
+        # the last data()'s trailing medians, and the first bucket changed since (earlier ones are still right)
+        self._trail: tuple[np.ndarray, np.ndarray] | None = None
+        self._stale_from = 0
+        self.medians_computed = 0  # cells whose trailing median the last data() computed (the rest were kept)
 
     def update(self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None = None) -> int:
         """Fold in the rows of ``frame`` not yet seen; returns how many rows were read."""
@@ -183,6 +187,7 @@ class FamilyMatrix:
         self.first[at] = np.minimum(self.first[at], np.minimum.reduceat(steps, cuts))
         self.last[at] = np.maximum(self.last[at], np.maximum.reduceat(steps, cuts))
         self.n = max(self.n, int(at.max()) + 1)
+        self._stale_from = min(self._stale_from, int(at.min()))
 
     def _values(self, frame: pd.DataFrame, a: int, b: int) -> np.ndarray:
         """Rows ``a:b`` of the family's columns (NaN for a column the frame lacks), in the frame's own float
@@ -239,6 +244,7 @@ class FamilyMatrix:
         self.last = merge(self.last, np.maximum, np.iinfo(np.int64).min)
         self.width *= 2
         self.n = (self.n + 1) // 2
+        self._stale_from = 0  # every bucket changed
 
     def data(self) -> HeatmapData:
         """The heatmap's cells: log ratios against each parameter's baseline, the extreme values, NaN/Inf."""
@@ -247,7 +253,12 @@ class FamilyMatrix:
         hi, lo, count, bad = self.hi[:, used], self.lo[:, used], self.count[:, used], self.bad[:, used]
         with np.errstate(divide="ignore", invalid="ignore"):
             level = np.log(np.maximum(np.where(count > 0, self.total[:, used] / np.maximum(count, 1), np.nan), _TINY))
-            base, judged = _trailing_median(level, self.options.baseline_buckets, self.options.min_baseline)
+            # a refresh changes the last bucket or two: the cells before them keep their trailing medians
+            kept = int(np.searchsorted(used, self._stale_from))
+            kept = 0 if self._trail is None else min(kept, self._trail[0].shape[1])
+            trail = _trailing_stats(level, self.options.baseline_buckets, kept, self._trail)
+            self._trail, self._stale_from, self.medians_computed = trail, n, level.size - kept * level.shape[0]
+            base, judged = _baseline(level, trail, self.options.baseline_buckets, self.options.min_baseline)
             up = np.log(np.maximum(np.abs(hi), _TINY)) - base
             down = np.log(np.maximum(np.abs(lo), _TINY)) - base
             use_hi = ~(np.abs(down) > np.abs(up))
@@ -264,24 +275,54 @@ def _trailing_median(level: np.ndarray, window: int, min_count: int) -> tuple[np
     Cells with fewer take the median of the row's first ``window`` finite cells (a run's start is
     judged against itself).
     """
+    return _baseline(level, _trailing_stats(level, window), window, min_count)
+
+
+def _trailing_stats(
+    level: np.ndarray, window: int, kept: int = 0, known: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell: the median of the finite cells among the ``window`` before it in its row, and how many
+    there were. The first ``kept`` columns are taken from ``known`` (an earlier result whose cells up to
+    there have not changed: a cell's window lies before it)."""
     p, n = level.shape
-    if n == 0:
-        return level.copy(), np.zeros(level.shape, bool)
+    kept = kept if known is not None else 0
     padded = np.concatenate([np.full((p, window), np.nan), level], axis=1)
-    windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)[:, :n]  # cells before each cell
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)[:, kept:n]  # cells before each cell
     ordered = np.sort(windows, axis=-1)  # NaN sort last
     valid = np.isfinite(windows).sum(axis=-1)
     lower = np.take_along_axis(ordered, np.maximum(valid - 1, 0)[..., None] // 2, -1)[..., 0]
     upper = np.take_along_axis(ordered, (valid // 2)[..., None], -1)[..., 0]
-    median = np.where(valid > 0, (lower + upper) / 2.0, np.nan)
-    start = np.array([_first_median(row, window) for row in level])
+    with np.errstate(invalid="ignore"):
+        median = np.where(valid > 0, (lower + upper) / 2.0, np.nan)
+    if kept and known is not None:
+        median = np.concatenate([known[0][:, :kept], median], axis=1)
+        valid = np.concatenate([known[1][:, :kept], valid], axis=1)
+    return median, valid
+
+
+def _baseline(
+    level: np.ndarray, trail: tuple[np.ndarray, np.ndarray], window: int, min_count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's baseline (its trailing median, or the run start's where it had fewer than ``min_count``)."""
+    median, valid = trail
+    if level.shape[1] == 0:
+        return level.copy(), np.zeros(level.shape, bool)
+    start = _first_medians(level, window)
     judged = valid >= min_count
     return np.where(judged, median, start[:, None]), judged
 
 
-def _first_median(row: np.ndarray, window: int) -> float:
-    finite = row[np.isfinite(row)][:window]
-    return float(np.median(finite)) if finite.size else np.nan
+def _first_medians(level: np.ndarray, window: int) -> np.ndarray:
+    """Per row: the median of its first ``window`` finite cells (NaN for a row with none), one numpy pass
+    over the matrix (a loop over 1,000 rows cost 0.15 s a draw)."""
+    finite = np.isfinite(level)
+    firsts = finite & (np.cumsum(finite, axis=1) <= window)  # each row's first ``window`` finite cells
+    ordered = np.sort(np.where(firsts, level, np.nan), axis=1)  # NaN sort last
+    valid = firsts.sum(axis=1)
+    lower = np.take_along_axis(ordered, (np.maximum(valid - 1, 0) // 2)[:, None], 1)[:, 0]
+    upper = np.take_along_axis(ordered, (valid // 2)[:, None], 1)[:, 0]
+    with np.errstate(invalid="ignore"):
+        return np.where(valid > 0, (lower + upper) / 2.0, np.nan)
 
 
 def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None) -> list[Mover]:
@@ -292,16 +333,21 @@ def top_movers(data: HeatmapData, limit: int = 10, since_step: int | None = None
     if data.empty:
         return []
     cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
+    # one numpy pass over the matrix (a loop over 1,000 rows cost 0.07 s a draw)
+    bad = data.nonfinite & cols  # NaN/Inf counts even at a run's start
+    has_bad, first_bad = bad.any(axis=1), np.argmax(bad, axis=1)
+    with np.errstate(invalid="ignore"):
+        r = np.where(cols & data.judged & np.isfinite(data.ratio), np.abs(data.ratio), -1.0)
+    peak = np.argmax(r, axis=1)
+    rows = np.arange(len(data.members))
+    moved = r[rows, peak] > 0
     movers = []
-    for i, member in enumerate(data.members):
-        bad = np.flatnonzero(data.nonfinite[i] & cols)  # NaN/Inf counts even at a run's start
-        if bad.size:
-            k = int(bad[0])
-            movers.append(Mover(member, float("inf"), int(data.start[k]), float("nan")))
-            continue
-        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
-        k = int(np.argmax(r))
-        if r[k] > 0:
+    for i in np.flatnonzero(has_bad | moved):
+        member = data.members[i]
+        if has_bad[i]:
+            movers.append(Mover(member, float("inf"), int(data.start[first_bad[i]]), float("nan")))
+        else:
+            k = peak[i]
             movers.append(Mover(member, float(data.ratio[i, k]), int(data.start[k]), float(data.value[i, k])))
     movers.sort(key=lambda m: (-abs(m.ratio), m.step, m.member))
     return movers[:limit]

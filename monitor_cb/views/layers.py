@@ -9,6 +9,8 @@ rows the run gained since the last read.
 
 from __future__ import annotations
 
+import copy
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -26,8 +28,10 @@ from monitor_cb.analysis.families import Family, find_families, natural_key
 from monitor_cb.analysis.family_matrix import FamilyMatrix, HeatmapData, MatrixOptions, Mover, top_movers
 from monitor_cb.analysis.roles import automatic
 from monitor_cb.charts.distributions import distribution_figure, histogram_figure
-from monitor_cb.charts.heatmap import HeatmapMark, family_heatmap
+from monitor_cb.charts.heatmap import HeatmapMark, family_heatmap, white_template
+from monitor_cb.charts.prepared import PreparedFigure
 from monitor_cb.charts.style import METRIC_COLORS, NONFINITE_COLOR, PALETTE, escape_html
+from monitor_cb.charts.traces import typed_arrays
 from monitor_cb.diagnosis.findings import Finding, fmt_step
 
 QUERY_FAMILY, QUERY_PARAM = "family", "param"
@@ -78,11 +82,11 @@ class LayersView:
     """Everything the page draws for one family of one run."""
 
     family: Family
-    heatmap: go.Figure
+    heatmap: PreparedFigure
     data: HeatmapData
     movers: tuple[Mover, ...]
     member: str | None
-    curve: go.Figure | None
+    curve: PreparedFigure | None
     findings: tuple[Finding, ...]  # layer_origin findings about this family
 
     def mover_rows(self) -> list[MoverRow]:
@@ -96,8 +100,17 @@ def bucket_budget(parameters: int) -> int:
 
 
 def run_families(columns: Sequence[Any]) -> list[Family]:
-    """The run's families, largest first (columns that are not text are no family's)."""
-    return find_families(c for c in columns if isinstance(c, str))
+    """The run's families, largest first (columns that are not text are no family's).
+
+    Found once per set of columns: ordering 1,000 parameter names naturally cost 0.1 s on every
+    draw and refresh, and a run's columns rarely change between refreshes.
+    """
+    return list(_families_of(tuple(c for c in columns if isinstance(c, str))))
+
+
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
+def _families_of(columns: tuple[str, ...]) -> tuple[Family, ...]:
+    return tuple(find_families(columns))
 
 
 def pick_family(families: Sequence[Family], wanted: str | None, findings: Sequence[Finding] = ()) -> Family | None:
@@ -165,69 +178,107 @@ def _mark_label(finding: Finding) -> str:
     return f"{finding.details.get('member')}: first to leave its baseline, step {fmt_step(finding.step)}"
 
 
-def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Sequence[Finding] = ()) -> go.Figure:
-    """The parameter's curve under the loss and the global gradient norm (shared step axis)."""
+def member_figure(frame: pd.DataFrame, family: Family, member: str, findings: Sequence[Finding] = ()) -> PreparedFigure:
+    """The parameter's curve under the loss and the global gradient norm (shared step axis).
+
+    Built as plotly's dict directly (a finished :class:`PreparedFigure`): ``make_subplots`` and plotly's
+    validation of the template cost 0.2-0.3 s on every draw and refresh.
+    """
     roles = automatic([c for c in frame.columns if isinstance(c, str)]).metrics  # "train/loss" is a run's loss too
     panels = [(roles[r][0], roles[r][0]) for r in ("loss", "grad_norm") if roles.get(r)]
     panels.append((family.column_of(member), f"{family.name}: {member}"))
-    fig = make_subplots(
-        rows=len(panels),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        subplot_titles=[escape_html(t) for _, t in panels],
-    )
+    layout = _subplots_layout(len(panels))
+    for note, (_, title) in zip(layout["annotations"], panels, strict=True):
+        note["text"] = escape_html(title)
+    traces: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
     steps = pd.to_numeric(frame["step"], errors="coerce").to_numpy(np.float64)
     for row, (column, title) in enumerate(panels, start=1):
+        axis = "" if row == 1 else str(row)
         y = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
         present = np.flatnonzero(~np.isnan(y) & np.isfinite(steps))  # logged rows (Inf kept)
         x_all, y_all = steps[present], y[present]
         picks = downsample_indices(x_all, y_all, CURVE_POINTS, max_nonfinite=200) if x_all.size else present[:0]
         xs, ys = x_all[picks], y_all[picks]
         color = METRIC_COLORS.get(column, PALETTE[3])
-        fig.add_trace(
-            go.Scatter(
-                x=xs.astype(np.float32) if xs.size else xs,
-                y=np.where(np.isfinite(ys), ys, np.nan).astype(np.float32),
-                mode="lines",
-                line={"color": color, "width": 1.4},
-                name=escape_html(title),
-                hovertemplate="step %{x}<br>%{y:.4g}<extra></extra>",
-                connectgaps=True,
-            ),
-            row=row,
-            col=1,
+        traces.append(
+            {
+                "type": "scatter",
+                "x": xs.astype(np.float32) if xs.size else xs,
+                "y": np.where(np.isfinite(ys), ys, np.nan).astype(np.float32),
+                "mode": "lines",
+                "line": {"color": color, "width": 1.4},
+                "name": escape_html(title),
+                "hovertemplate": "step %{x}<br>%{y:.4g}<extra></extra>",
+                "connectgaps": True,
+                "xaxis": f"x{axis}",
+                "yaxis": f"y{axis}",
+            }
         )
         bad = ~np.isfinite(ys) & ~np.isnan(ys)
         if bad.any():
-            fig.add_trace(
-                go.Scatter(
-                    x=xs[bad],
-                    y=np.zeros(int(bad.sum())),
-                    mode="markers",
-                    marker={"color": NONFINITE_COLOR, "symbol": "x"},
-                    name="Inf",
-                    showlegend=False,
-                ),
-                row=row,
-                col=1,
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": xs[bad],
+                    "y": np.zeros(int(bad.sum())),
+                    "mode": "markers",
+                    "marker": {"color": NONFINITE_COLOR, "symbol": "x"},
+                    "name": "Inf",
+                    "showlegend": False,
+                    "xaxis": f"x{axis}",
+                    "yaxis": f"y{axis}",
+                }
             )
         if row > 1 and np.nanmin(np.where(ys > 0, ys, np.nan), initial=np.inf) < np.inf:
-            fig.update_yaxes(type="log", row=row, col=1)
+            layout[f"yaxis{axis}"]["type"] = "log"
     for finding in findings:
-        fig.add_vline(x=finding.step, line={"color": NONFINITE_COLOR, "dash": "dot", "width": 1})
         trigger = finding.details.get("trigger_step")
+        lines = [(finding.step, {"color": NONFINITE_COLOR, "dash": "dot", "width": 1})]
         if isinstance(trigger, int):
-            fig.add_vline(x=trigger, line={"color": "#555555", "dash": "dash", "width": 1})
-    fig.update_layout(
+            lines.append((trigger, {"color": "#555555", "dash": "dash", "width": 1}))
+        for x, line in lines:
+            for row in range(1, len(panels) + 1):
+                axis = "" if row == 1 else str(row)
+                shapes.append(
+                    {
+                        "type": "line",
+                        "x0": x,
+                        "x1": x,
+                        "xref": f"x{axis}",
+                        "y0": 0,
+                        "y1": 1,
+                        "yref": f"y{axis} domain",
+                        "line": line,
+                    }
+                )
+    if shapes:
+        layout["shapes"] = shapes
+    layout.update(
         height=170 * len(panels) + 60,
         margin={"l": 10, "r": 10, "t": 30, "b": 30},
         showlegend=False,
-        template="plotly_white",
+        template=white_template(),
         uirevision=f"{family.name}/{member}",
     )
-    fig.update_xaxes(title_text="step", row=len(panels), col=1)
-    return fig
+    layout[f"xaxis{len(panels) if len(panels) > 1 else ''}"]["title"] = {"text": "step"}
+    return PreparedFigure.of({"data": typed_arrays(traces), "layout": layout})
+
+
+@functools.cache
+def _subplots_skeleton(rows: int) -> dict[str, Any]:
+    """``make_subplots``' layout for ``rows`` panels over a shared step axis (axes, domains, title slots), once."""
+    fig = make_subplots(
+        rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=[str(i) for i in range(rows)]
+    )
+    layout = fig.to_dict()["layout"]
+    layout.pop("template", None)
+    return layout
+
+
+def _subplots_layout(rows: int) -> dict[str, Any]:
+    """A fresh copy of the skeleton, for one figure to fill in."""
+    return copy.deepcopy(_subplots_skeleton(rows))
 
 
 def layers_link(finding: Finding, run_id: str) -> dict[str, str]:

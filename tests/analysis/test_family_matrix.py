@@ -104,3 +104,91 @@ def test_bad_options():
         MatrixOptions(buckets=1)
     with pytest.raises(ValueError, match="baseline_buckets"):
         MatrixOptions(baseline_buckets=0)
+
+
+def test_first_medians_match_numpy_median_row_by_row():
+    """The run-start baseline in one pass over the matrix equals ``np.median`` of each row's first finite cells."""
+    from monitor_cb.analysis.family_matrix import _first_medians
+
+    rng = np.random.default_rng(3)
+    level = rng.normal(0, 1, (40, 30))
+    level[rng.random(level.shape) < 0.3] = np.nan
+    level[5] = np.nan  # a row that logged nothing
+    level[6, :] = np.nan
+    level[6, 29] = 2.5  # one finite cell, at the end
+    got = _first_medians(level, 16)
+    for row, value in zip(level, got, strict=True):
+        finite = row[np.isfinite(row)][:16]
+        if finite.size:
+            assert value == pytest.approx(float(np.median(finite)), rel=1e-12, abs=1e-12)
+        else:
+            assert np.isnan(value)
+
+
+def _movers_row_by_row(data, since_step=None):
+    """The plain per-row reading of top movers, the reference the one-pass version must agree with."""
+    cols = np.ones(data.start.size, bool) if since_step is None else data.end >= since_step
+    found = []
+    for i, member in enumerate(data.members):
+        bad = np.flatnonzero(data.nonfinite[i] & cols)
+        if bad.size:
+            found.append((member, np.inf, int(data.start[bad[0]])))
+            continue
+        r = np.where(cols & data.judged[i] & np.isfinite(data.ratio[i]), np.abs(data.ratio[i]), -1.0)
+        k = int(np.argmax(r))
+        if r[k] > 0:
+            found.append((member, float(data.ratio[i, k]), int(data.start[k])))
+    found.sort(key=lambda m: (-abs(m[1]), m[2], m[0]))
+    return found
+
+
+@pytest.mark.parametrize("since_step", [None, 500])
+def test_top_movers_agree_with_a_row_by_row_reading(since_step):
+    from monitor_cb.analysis.family_matrix import HeatmapData
+
+    rng = np.random.default_rng(5)
+    p, n = 60, 40
+    ratio = rng.normal(0, 0.5, (p, n))
+    ratio[rng.random((p, n)) < 0.1] = np.nan
+    ratio[7] = np.nan  # a row with nothing to judge
+    nonfinite = rng.random((p, n)) < 0.01
+    judged = rng.random((p, n)) < 0.9
+    start = np.arange(n) * 25 + 1
+    data = HeatmapData(tuple(f"p.{i}" for i in range(p)), start, start + 24, ratio, ratio * 2, nonfinite, judged)
+    got = [(m.member, m.ratio, m.step) for m in top_movers(data, limit=p, since_step=since_step)]
+    assert got == _movers_row_by_row(data, since_step)
+
+
+def test_refresh_recomputes_only_the_changed_buckets_baselines():
+    """A refresh of a few rows computes the trailing medians of the changed bucket only (the others'
+    windows lie before them); the cells equal those of a matrix that computed every median anew."""
+    frame = _frame(3_000, 5, spike=(2, 2_500, 30.0))
+    frame.loc[frame.index[700:900], "local_norm/model.layers.3.w"] = np.nan  # a gap: empty cells inside the windows
+    live, fresh = _matrix(frame, 5, buckets=40), _matrix(frame, 5, buckets=40)
+    live.update(frame.iloc[:1_000])
+    live.data()
+    for end in (1_010, 1_020, 1_500, 2_400, 2_410, 3_000):  # 1,500 rows: past 40 buckets of 32, merged to 64
+        part = frame.iloc[:end]
+        live.update(part)
+        got = live.data()
+        fresh.update(part)
+        fresh._trail = None  # no earlier medians: every one computed
+        want = fresh.data()
+        assert fresh.medians_computed == want.ratio.size
+        np.testing.assert_allclose(got.ratio, want.ratio, rtol=1e-12, atol=1e-12, equal_nan=True)
+        assert np.array_equal(got.judged, want.judged) and np.array_equal(got.end, want.end)
+        if end in (1_010, 1_020, 2_410):  # ten rows, inside one bucket
+            assert live.medians_computed <= 2 * 5  # at most two buckets of five parameters
+        if end == 1_500:
+            assert live.medians_computed == got.ratio.size  # the buckets merged: all anew
+    resumed = frame.iloc[1_200:1_210].copy()  # a resumed segment logs steps 1,201-1,210 again, 50x higher
+    resumed["local_norm/model.layers.4.w"] *= 50.0
+    frame = pd.concat([frame, resumed], ignore_index=True)
+    live.update(frame)
+    got = live.data()
+    fresh.update(frame)
+    fresh._trail = None
+    want = fresh.data()
+    np.testing.assert_allclose(got.ratio, want.ratio, rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert 2 * 5 < live.medians_computed < got.ratio.size  # from the resumed bucket on
+    assert top_movers(got)[0].member == "model.layers.4.w"
