@@ -224,12 +224,7 @@ def _tag_ids(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
     todo = np.arange(n)
     while len(todo):
         if len(names) >= _FEW_TAGS:  # many distinct tags: group the rest by sorting
-            key = np.stack([lengths[todo].astype(np.uint64)] + [w[todo] for w in words], axis=1)
-            _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-            for group, at in enumerate(first):
-                ids[todo[inverse.reshape(-1) == group]] = _name_id(
-                    names, _tag_bytes(buf, starts[todo[at]], lengths[todo[at]])
-                )
+            ids[todo] = _sorted_ids(buf, starts[todo], lengths[todo], [w[todo] for w in words], names)
             break
         head = todo[0]
         same = lengths[todo] == lengths[head]
@@ -238,6 +233,30 @@ def _tag_ids(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
         ids[todo[same]] = _name_id(names, _tag_bytes(buf, starts[head], lengths[head]))
         todo = todo[~same]
     return names, ids
+
+
+def _sorted_ids(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, words: list[np.ndarray], names: list[str]
+) -> np.ndarray:
+    """Each event's tag index, the tags told apart by one sort of (length, words): a pass per event, not
+    per tag per event (1,000 tags x 200 steps took 1.5 s). New tags join ``names`` in (length, words) order."""
+    keys = [lengths.astype(np.uint64), *words]
+    order = np.lexsort(keys[::-1])  # stable: a group's first entry is its first event
+    new = np.zeros(len(order), bool)
+    new[0] = True
+    for key in keys:
+        ranked = key[order]
+        new[1:] |= ranked[1:] != ranked[:-1]
+    index = {name: i for i, name in enumerate(names)}
+    group_ids = np.empty(int(np.count_nonzero(new)), np.int32)
+    for group, at in enumerate(order[new].tolist()):
+        name = _tag_bytes(buf, starts[at], lengths[at]).decode("utf-8", "replace")
+        group_ids[group] = index.setdefault(name, len(names))
+        if group_ids[group] == len(names):
+            names.append(name)
+    ids = np.empty(len(order), np.int32)
+    ids[order] = group_ids[np.cumsum(new) - 1]
+    return ids
 
 
 def _tag_bytes(buf: np.ndarray, start: int, length: int) -> bytes:

@@ -337,3 +337,44 @@ def test_a_file_read_in_small_windows_reads_the_same(two_ranks, monkeypatch: pyt
     for got, want in zip(pieces, whole, strict=True):
         assert got.keys() == want.keys()
         assert all(got[k] == v or (v != v and got[k] != got[k]) for k, v in want.items())
+
+
+def test_a_run_with_many_tags_is_grouped_by_one_sort_not_a_pass_per_tag(tmp_path: Path, monkeypatch) -> None:
+    """Issue #31: 1,000 tags x 200 steps took seconds, each tag's events found by a pass over all events
+    (in the tag grouping, the rows and the batch). Now each poll sorts once: the helpers run a few times
+    per poll whatever the number of tags, and every value lands where tensorboard's own reader puts it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import monitor_cb.importers.event_scan as event_scan_module
+    import monitor_cb.importers.tensorboard as tensorboard_module
+
+    tags = [f"layer_{i:03d}/grad_norm" for i in range(300)] + ["loss"]
+    writer = SummaryWriter(str(tmp_path / "run"), flush_secs=3600)
+    for step in range(1, 21):
+        for k, tag in enumerate(tags):
+            writer.add_scalar(tag, k + step * 0.5, global_step=step, walltime=1_700_000_000.0 + step)
+    writer.close()
+    calls = {"positions": 0, "sorted_ids": 0}
+
+    def counted(name: str, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(tensorboard_module, "_positions", counted("positions", tensorboard_module._positions))
+    monkeypatch.setattr(event_scan_module, "_sorted_ids", counted("sorted_ids", event_scan_module._sorted_ids))
+    batches = TensorBoardRun(tmp_path / "run").poll_batches()
+    assert 1 <= calls["sorted_ids"] <= 4 and 2 <= calls["positions"] <= 8, calls  # not ~300 each
+    (batch,) = batches.values()
+    accumulator = EventAccumulator(str(tmp_path / "run"), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    assert sorted(accumulator.Tags()["scalars"]) == sorted(tags)
+    for tag in (tags[0], tags[137], tags[-2], "loss"):
+        column = tag.replace("/", "_") if tag != "loss" else "loss"
+        values, logged = batch.floats[column] if column in batch.floats else batch.floats[tag]
+        want = {e.step: e.value for e in accumulator.Scalars(tag)}
+        got = {int(s): float(v) for s, v, lg in zip(batch.step, values, logged, strict=True) if lg}
+        assert got.keys() == want.keys()
+        assert all(got[s] == pytest.approx(want[s], rel=1e-6) for s in want)
