@@ -175,7 +175,9 @@ class FamilyMatrix:
         if clean:
             hi = np.maximum.reduceat(values, cuts, axis=0)
             lo = np.minimum.reduceat(values, cuts, axis=0)
-            total = np.add.reduceat(np.abs(values), cuts, axis=0, dtype=np.float64)
+            # norms are never negative: their magnitudes are themselves (a pass over every value saved)
+            magnitude = values if lo.min() >= 0 else np.abs(values)
+            total = np.add.reduceat(magnitude, cuts, axis=0, dtype=np.float64)
             count = np.diff(np.r_[cuts, len(values)])[:, None]
         else:
             shown = np.where(finite, values, np.nan)

@@ -192,3 +192,22 @@ def test_refresh_recomputes_only_the_changed_buckets_baselines():
     np.testing.assert_allclose(got.ratio, want.ratio, rtol=1e-12, atol=1e-12, equal_nan=True)
     assert 2 * 5 < live.medians_computed < got.ratio.size  # from the resumed bucket on
     assert top_movers(got)[0].member == "model.layers.4.w"
+
+
+def test_a_signed_family_is_judged_by_magnitude():
+    """Values below zero (a logit, a signed statistic) are judged by their magnitude, as their mirror image is."""
+    frame = _frame(2_000, 4, spike=(1, 1_500, 30.0))
+    mirrored = frame.copy()
+    family = [c for c in frame.columns if c.startswith("local_norm/")]
+    mirrored[family] = -mirrored[family]
+    mixed = frame.copy()
+    mixed.loc[mixed.index[::2], family[3]] *= -1.0  # a sign that flips: magnitudes still steady
+    cells = {}
+    for name, f in (("plain", frame), ("mirrored", mirrored), ("mixed", mixed)):
+        matrix = _matrix(f, 4)
+        matrix.update(f)
+        cells[name] = matrix.data()
+    np.testing.assert_allclose(cells["mirrored"].ratio, cells["plain"].ratio, rtol=1e-9, atol=1e-9, equal_nan=True)
+    assert top_movers(cells["mirrored"])[0].member == "model.layers.1.w"
+    assert np.isfinite(cells["mixed"].ratio[3]).all()  # judged, not a gap
+    assert top_movers(cells["mixed"])[0].member == "model.layers.1.w"
