@@ -131,19 +131,23 @@ class FamilyMatrix:
         ):
             self._reset()  # truncated or rewritten: read from the start
         start = self.rows_seen
-        present = [c for c in self.columns if c in frame.columns]
-        step_of = max(1, CHUNK_CELLS // max(1, len(present)))
+        known = set(frame.columns)  # looked up once per update, not once per chunk and column
+        at = [j for j, c in enumerate(self.columns) if c in known]
+        step_of = max(1, CHUNK_CELLS // max(1, len(at)))
         for a in range(start, len(frame), step_of):
             b = min(len(frame), a + step_of)
-            self._fold(frame, masks, a, b)
+            self._fold(frame, masks, a, b, at)
         if len(frame):
             self.rows_seen = len(frame)
             self.last_step_seen = int(frame["step"].iloc[-1])
         return len(frame) - start
 
-    def _fold(self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None, a: int, b: int) -> None:
+    def _fold(
+        self, frame: pd.DataFrame, masks: Mapping[str, np.ndarray] | None, a: int, b: int, at: Sequence[int]
+    ) -> None:
+        """Fold rows ``a:b`` in; ``at``: the indexes of the family's columns the frame has."""
         steps = pd.to_numeric(frame["step"].iloc[a:b], errors="coerce").to_numpy(np.float64)
-        values = self._values(frame, a, b)
+        values = self._values(frame, a, b, at)
         finite = np.isfinite(values)
         clean = bool(finite.all())  # the usual case: every value logged and finite, the fast path
         bad = None if clean else self._logged_bad(values, finite, frame, masks, a, b)
@@ -189,10 +193,9 @@ class FamilyMatrix:
         self.n = max(self.n, int(at.max()) + 1)
         self._stale_from = min(self._stale_from, int(at.min()))
 
-    def _values(self, frame: pd.DataFrame, a: int, b: int) -> np.ndarray:
-        """Rows ``a:b`` of the family's columns (NaN for a column the frame lacks), in the frame's own float
-        width (a float32 family stays float32: half the bytes to scan)."""
-        at = [j for j, c in enumerate(self.columns) if c in frame.columns]
+    def _values(self, frame: pd.DataFrame, a: int, b: int, at: Sequence[int]) -> np.ndarray:
+        """Rows ``a:b`` of the family's columns (NaN for a column the frame lacks: not in ``at``), in the
+        frame's own float width (a float32 family stays float32: half the bytes to scan)."""
         block = frame.iloc[a:b][[self.columns[j] for j in at]]
         dtype = np.float32 if len(at) and all(d == np.float32 for d in block.dtypes) else np.float64
         try:

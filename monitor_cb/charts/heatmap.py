@@ -48,7 +48,7 @@ def family_heatmap(
     Built as plotly's dict directly (a finished :class:`PreparedFigure`): plotly's validation of the
     layout and the ``plotly_white`` template alone cost 0.3-0.6 s a draw, on every refresh.
     """
-    rows = [escape_html(m) for m in data.members]
+    rows = list(_escaped(tuple(data.members)))
     ratio = np.where(data.nonfinite, RATIO_LIMIT, np.clip(data.ratio, -RATIO_LIMIT, RATIO_LIMIT)).astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         factor = np.where(data.nonfinite, np.inf, 10.0**data.ratio)
@@ -123,6 +123,12 @@ def family_heatmap(
             }
         ]
     return PreparedFigure.of({"data": typed_arrays(traces), "layout": layout})
+
+
+@functools.lru_cache(maxsize=32)
+def _escaped(members: tuple[str, ...]) -> tuple[str, ...]:
+    """The row names escaped, once per family (1,000 names cost 40 ms on every refresh)."""
+    return tuple(escape_html(m) for m in members)
 
 
 @functools.cache
