@@ -1,8 +1,10 @@
 """A wide run against a narrow one with the same number of values: listing and first read.
 
-Usage: ``.venv/bin/python bench/bench_wide_run.py [--metrics 5000] [--steps 200] [--narrow 5] [--rounds 3]``
+Usage: ``.venv/bin/python bench/bench_wide_run.py [--metrics 5000] [--steps 200] [--narrow 5] [--rounds 3]
+[--format jsonl|tensorboard]``
 
-Two runs are written by :class:`~monitor_cb.train.writer.MetricsWriter` with explicit times: ``--metrics``
+Two runs are written by :class:`~monitor_cb.train.writer.MetricsWriter` (or tensorboardX's ``SummaryWriter``
+with ``walltime=``) with explicit times: ``--metrics``
 metrics x ``--steps`` steps, and ``--narrow`` metrics x as many steps as give the same number of values.
 Each is listed by a new :class:`~monitor_cb.ingest.RunStore` (no cache: a server's first look) and
 then read (what the first chart waits for), in interleaved rounds after one warm-up (imports). Issue #31
@@ -35,6 +37,19 @@ def write_run(run_dir: Path, metrics: int, steps: int) -> None:
     writer.close()
 
 
+def write_tensorboard_run(run_dir: Path, metrics: int, steps: int) -> None:
+    from tensorboardX import SummaryWriter
+
+    names = [f"layer_{i:05d}/grad_norm" for i in range(metrics)]
+    writer = SummaryWriter(str(run_dir), flush_secs=3600)
+    for step in range(steps):
+        walltime = T0 + step
+        writer.add_scalar("loss", 1.0 / (step + 1), step, walltime=walltime)
+        for name in names:
+            writer.add_scalar(name, step * 1e-3, step, walltime=walltime)
+    writer.close()
+
+
 def open_run(root: Path) -> tuple[float, float]:
     """(listing, first read) seconds of a store nobody opened before."""
     from monitor_cb.ingest import RunStore
@@ -54,17 +69,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--narrow", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--format", choices=("jsonl", "tensorboard"), default="jsonl")
     args = parser.parse_args()
+    write = write_run if args.format == "jsonl" else write_tensorboard_run
     narrow_steps = args.metrics * args.steps // args.narrow
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"wide": Path(tmp) / "wide", "narrow": Path(tmp) / "narrow"}
-        write_run(roots["wide"] / "run", args.metrics - 1, args.steps)  # plus loss: --metrics columns
-        write_run(roots["narrow"] / "run", args.narrow - 1, narrow_steps)
+        write(roots["wide"] / "run", args.metrics - 1, args.steps)  # plus loss: --metrics columns
+        write(roots["narrow"] / "run", args.narrow - 1, narrow_steps)
         for name, root in roots.items():
-            size = sum(f.stat().st_size for f in root.rglob("*.jsonl"))
+            size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
             print(f"{name}: {size / 1e6:.1f} MB")
         print(
-            f"wide: {args.metrics:,} metrics x {args.steps:,} steps; narrow: {args.narrow} metrics x "
+            f"{args.format}: wide: {args.metrics:,} metrics x {args.steps:,} steps; narrow: {args.narrow} metrics x "
             f"{narrow_steps:,} steps; load {os.getloadavg()[0]:.2f}"
         )
         open_run(roots["narrow"])  # warm-up: imports, page cache
