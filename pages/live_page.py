@@ -206,13 +206,14 @@ def chart_controls(frame: pd.DataFrame | None, run_id: str) -> ChartSettings:
         key="reset_zoom",
         help="Drag in a chart to zoom (kept while new points arrive); double-click a chart or press this to reset.",
     )
-    c3.toggle(
-        "Notes",
-        key=K_NOTES,
-        help="Draw info notes (a plateau) on the charts as bands; warnings and errors are always drawn. "
-        "Every note is listed under the charts either way.",
-    )
     with st.expander("Axes, thresholds and zoom"):
+        # here, not in the row above: a third toggle under Log x pushed the first chart off the first screen
+        st.toggle(
+            "Notes on the charts",
+            key=K_NOTES,
+            help="Draw info notes (a plateau) on the charts as bands; warnings and errors are always drawn. "
+            "Every note is listed under the charts either way.",
+        )
         a1, a2, a3 = st.columns([2, 2, 1])
         custom_left = a1.multiselect(
             "Custom chart: left axis", metrics, default=list(casting.of("loss")[:1]), key="left", format_func=shown_name
