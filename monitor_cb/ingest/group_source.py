@@ -8,6 +8,7 @@ hands each rank's new rows to that rank's table; a run may first be listed from 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,3 +76,15 @@ class GroupRankSource(TableSource):
     def summary_version(self) -> tuple[int, ...]:
         listed = self.group.listed
         return (listed.version,) if listed is not None else super().summary_version()
+
+
+def hand_out(batches: Mapping[int, Any], source_of: Callable[[int], GroupRankSource]) -> int:
+    """Append each rank's new batch to its source's table (under the source's lock); the rows taken."""
+    taken = 0
+    for rank, batch in batches.items():
+        source = source_of(rank)
+        with source.lock:
+            added = source.table.append(batch)
+            source._new += added
+        taken += added
+    return taken

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.importers.ms_summary import SOURCE_FORMAT, HistogramSeries, SummaryRun
-from monitor_cb.ingest.group_source import GroupRankSource
+from monitor_cb.ingest.group_source import GroupRankSource, hand_out
 from monitor_cb.ingest.lines import BadLine
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import FileIdentity
@@ -86,13 +86,7 @@ class SummaryGroup:
                 by_rank = self.reader.poll_batches(MAX_RECORDS_PER_POLL)
             except FileNotFoundError:
                 return 0
-            taken = 0
-            for rank, batch in by_rank.items():
-                source = self.source(rank)
-                with source.lock:
-                    added = source.table.append(batch)
-                    source._new += added
-                taken += added
+            taken = hand_out(by_rank, self.source)
             for rank in self.reader.ranks:
                 self.source(rank)
             self._note_files()

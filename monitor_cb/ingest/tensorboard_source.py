@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor_cb.config_masking import mask_config_texts
-from monitor_cb.ingest.group_source import GroupRankSource
+from monitor_cb.ingest.group_source import GroupRankSource, hand_out
 from monitor_cb.ingest.status import usual_interval
 from monitor_cb.rootfile import open_regular
 
@@ -134,13 +134,7 @@ class TensorBoardGroup:
             except FileNotFoundError:
                 return 0
             reader = self._reader
-            taken = 0
-            for rank, batch in by_rank.items():
-                source = self.source(rank)
-                with source.lock:
-                    added = source.table.append(batch)
-                    source._new += added
-                taken += added
+            taken = hand_out(by_rank, self.source)
             for rank in reader.ranks:
                 self.source(rank)
             for rank, count in reader.bad_steps.items():
