@@ -178,9 +178,16 @@ def chart_state(page: Any, key: str, trace: str) -> dict[str, Any] | None:
     return page.evaluate(JS_CHART, [key, trace])
 
 
+def plot_box(page: Any, key: str, timeout: float = 10.0) -> dict[str, float]:
+    """The plot area of chart ``key`` on the screen. Plotly redraws a refreshing chart by replacing its SVG,
+    so for a moment the drag layer is detached and has no box (``bounding_box()`` is None): wait that out."""
+    drag_layer = page.locator(f".st-key-{key} .js-plotly-plot .nsewdrag").first
+    return poll(drag_layer.bounding_box, timeout=timeout, what=f"chart {key}'s plot area on the screen")
+
+
 def drag_zoom(page: Any, key: str, frm: float, to: float) -> None:
     """Drag across the plot area of chart ``key`` from fraction ``frm`` to ``to`` of its width."""
-    box = page.locator(f".st-key-{key} .js-plotly-plot .nsewdrag").first.bounding_box()
+    box = plot_box(page, key)
     y = box["y"] + box["height"] * 0.5
     page.mouse.move(box["x"] + box["width"] * frm, y)
     page.mouse.down()

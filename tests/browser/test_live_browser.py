@@ -24,6 +24,7 @@ from tests.browser.harness import (
     chromium_page,
     drag_zoom,
     legend_click_taken,
+    plot_box,
     poll,
     streamlit_server,
 )
@@ -131,7 +132,7 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
         # 6. a double-click returns to the whole run, following new points again
         last = run.write(10)
         for attempt in range(3):  # a double-click landing just as the chart is redrawn can be lost
-            box = page.locator(f".st-key-{CHART} .js-plotly-plot .nsewdrag").first.bounding_box()
+            box = plot_box(page, CHART)
             page.mouse.dblclick(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             try:
                 poll(lambda: _inputs(page) == (None, None) and _follows(page, last), timeout=4, what="reset")
