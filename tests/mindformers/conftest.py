@@ -8,6 +8,9 @@ each fixture then waits for its own. The YAML trainings also write MindFormers' 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 from pathlib import Path
 
 import pytest
@@ -32,13 +35,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def trainings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Training]:
+    """The three trainings, shared by every test process of the run: the first process to need them starts
+    them (under a lock) in the run's common temp root; the others wait on the same ones. Test files go to
+    workers one file each (``--dist loadfile``), so without this each worker trained its own three."""
     pytest.importorskip("mindformers", reason="MindFormers is not installed")
-    started = {name: start(tmp_path_factory.mktemp(f"mf_{name}"), *flags) for name, flags in VARIANTS.items()}
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # every worker's basetemp is a child of the run's
+    shared = base / "mindformers_trainings"
+    with open(base / "mindformers_trainings.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if shared.exists():
+            started = {name: Training(shared / name) for name in VARIANTS}
+        else:
+            started = {name: start(shared / name, *flags) for name, flags in VARIANTS.items()}
     yield started
+    # The process that started them ends them: waiting first, as another process may still be reading.
     for training in started.values():
-        if training.process.poll() is None:
-            training.process.kill()
-            training.process.wait()
+        if training.process is not None:
+            with contextlib.suppress(Exception):
+                training.wait()
+            training.kill()
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,14 @@ LiveMonitor's records with MindFormers' printed values checks both.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,23 +76,43 @@ class TrainedRun:
 
 @dataclass
 class Training:
-    """A training started in its own process; :meth:`wait` returns what it wrote."""
+    """A training started in its own process (by this test process or another); :meth:`wait` returns what it
+    wrote. The process writes its exit code to ``exit_code`` when it ends, so a test process that did not start
+    it can wait for it too."""
 
     workdir: Path
-    process: subprocess.Popen
+    process: subprocess.Popen | None = None  # None: started by another test process
+
+    @property
+    def exit_file(self) -> Path:
+        return self.workdir / "exit_code"
+
+    def ended(self) -> bool:
+        return self.exit_file.exists()
 
     def wait(self) -> TrainedRun:
         """Wait for the training to end; fail with its output if it failed."""
-        try:
-            code = self.process.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
+        deadline = time.monotonic() + TIMEOUT_S
+        while not self.ended():
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"training in {self.workdir} still running after {TIMEOUT_S} s")
+            time.sleep(0.2)
+        code = int(self.exit_file.read_text().strip() or -1)
         stdout = (self.workdir / "stdout.txt").read_text(errors="replace")
         stderr = (self.workdir / "stderr.txt").read_text(errors="replace")
         assert code == 0, f"training failed ({code}):\n{stdout[-3000:]}\n{stderr[-3000:]}"
         return TrainedRun(cwd=self.workdir, run_dir=self.workdir / "out" / "run", stdout=stdout)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # the shell and the job: one process group
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+# The job, then its exit code written whole (renamed into place) for any process waiting on it.
+_WRAPPER = 'code=0; "$@" || code=$?; echo $code > exit_code.tmp && mv exit_code.tmp exit_code'
 
 
 def start(workdir: Path, *flags: str) -> Training:
@@ -98,10 +121,11 @@ def start(workdir: Path, *flags: str) -> Training:
     env = {**os.environ, "PYTHONPATH": str(REPO), "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}
     with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, str(JOB), str(YAML), str(workdir / "out"), *flags],
+            ["sh", "-c", _WRAPPER, "sh", sys.executable, str(JOB), str(YAML), str(workdir / "out"), *flags],
             cwd=workdir,
             env=env,
             stdout=out,
             stderr=err,
+            start_new_session=True,
         )
     return Training(workdir, process)
