@@ -146,8 +146,9 @@ _shared: dict[str, Any] = {}
 
 
 def _browser() -> Any:
-    """One headless Chromium per test process, started on first use and stopped at exit: a launch costs about
-    1.8 s of CPU, paid once instead of once a test. Each page still gets a context of its own (below)."""
+    """One headless Chromium, started on first use and kept until :func:`stop_browser` (the suite's conftest
+    calls it after each test module) or the exit: a launch costs about 1.8 s of CPU, paid once a module
+    instead of once a test. Each page still gets a context of its own (below)."""
     browser = _shared.get("browser")
     if browser is not None and browser.is_connected():
         return browser
@@ -155,12 +156,13 @@ def _browser() -> Any:
 
     if "playwright" not in _shared:
         _shared["playwright"] = sync_playwright().start()
-        atexit.register(_stop_browser)
+        atexit.register(stop_browser)
     _shared["browser"] = _shared["playwright"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     return _shared["browser"]
 
 
-def _stop_browser() -> None:
+def stop_browser() -> None:
+    """Close the shared Chromium and stop Playwright (its event loop leaves the thread)."""
     with contextlib.suppress(Exception):
         _shared.pop("browser").close()
     with contextlib.suppress(Exception):

@@ -149,11 +149,13 @@ def test_real_training_whose_run_directory_is_deleted_midway(tmp_path: Path, mon
         and meta["dropped_records"] == (meta["drop_causes"]["file_deleted"])
     )
     assert meta["drop_causes"]["file_deleted"] >= 40, "the 40 steps in the deleted file at least"
-    # Each step's loss is on disk once, in order. Other records may share a step: the telemetry sampler logs
-    # CPU/memory samples at the last logged step every few seconds, so how many there are depends on how long
-    # the training took on this machine (on a loaded one, a sample at step 98 made "98" appear twice).
+    # A step's loss is on disk at most once, in order. Other records may share a step: the telemetry sampler
+    # logs CPU/memory samples at the last logged step every second, so how many there are depends on how long
+    # the training took on this machine (on a loaded one, a sample at step 98 made "98" appear twice). How many
+    # losses reach the new file depends on it too: a quick training ends before the writer's next look at its
+    # file, and every step after 40 went to the deleted one (counted above as file_deleted).
     loss_steps = [json.loads(line)["step"] for line in path.read_text().splitlines() if '"loss"' in line]
-    assert loss_steps == sorted(set(loss_steps)) and loss_steps[-1] == 100
+    assert loss_steps == sorted(set(loss_steps))
     assert len(gone_warnings(caught)) == 1
     (info,) = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=False).list_runs()
     assert info.n_records == len(steps) and info.drops.total == meta["dropped_records"]
