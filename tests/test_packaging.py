@@ -155,5 +155,5 @@ def test_monitor_cb_dashboard_serves_the_live_page(served: str) -> None:
         page.goto(f"{served}/?run=exp-wheel", wait_until="domcontentloaded")
         drawn = poll(lambda: chart_state(page, "chart_loss_lr", "loss"), timeout=60, what="the loss chart")
         assert drawn["maxX"] == 200 and drawn["n"] > 0
-        page.get_by_text("exp-wheel", exact=False).first.wait_for(timeout=10_000)
+        page.get_by_text("exp-wheel", exact=False).first.wait_for()
         assert page.get_by_text("Traceback").count() == 0

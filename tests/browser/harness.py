@@ -174,6 +174,10 @@ def chromium_page(width: int = 1500, height: int = 1300) -> Iterator[Any]:
     """A fresh page in headless system Chromium: a new browser context (no cookies, storage or cache from any
     other page, as a fresh browser), in the process's one Chromium."""
     context = _browser().new_context(viewport={"width": width, "height": height})
+    # Playwright's 30 s default for a locator or a navigation is a speed bound: on a VM whose hypervisor took
+    # half its CPU (30-70% steal measured here), a Streamlit page took longer than that to draw its first
+    # control. A missing element still fails, at 120 s; what a test asserts is unchanged.
+    context.set_default_timeout(120_000)
     try:
         yield context.new_page()
     finally:

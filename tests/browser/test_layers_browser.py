@@ -67,7 +67,7 @@ def test_layers_page_draws_the_family(server, width):
         assert heat["mark"] == [run.culprit]
         assert poll(lambda: page.evaluate(JS_CURVE) == 3, 30, what="the parameter's curve under loss and grad norm")
         movers = page.locator(".stDataFrame, [data-testid='stDataFrame']").first
-        movers.wait_for(timeout=30_000)
+        movers.wait_for()
         assert page.get_by_role("link", name="Layers").count() >= 1  # in the navigation
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1
@@ -80,7 +80,7 @@ def test_the_live_findings_link_opens_the_row(server):
         page.goto(f"{url}/?run=blown")
         # the live page redraws its findings at every refresh: read the link's target, then follow it
         link = page.locator("a", has_text="Open this parameter on the Layers page").first
-        link.wait_for(state="attached", timeout=60_000)
+        link.wait_for(state="attached")
         href = link.get_attribute("href")
         assert href and href.startswith("layers?") and f"param={run.culprit}" in href  # relative to the app's base
         page.goto(f"{url}/{href}")

@@ -104,7 +104,7 @@ def test_download_the_data_behind_a_chart_in_the_zoom(server: str, tmp_path: Pat
         page.get_by_role("button", name="Download chart data").click()
         poll(lambda: page.get_by_text("steps 100–250").count() > 0, 30, what="the popover")
         page.screenshot(path=str(SHOTS / "live-download-1440.png"))
-        with page.expect_download(timeout=30_000) as info:
+        with page.expect_download() as info:
             page.get_by_role("button", name="CSV").click()
         path = tmp_path / "loss.csv"
         info.value.save_as(path)
