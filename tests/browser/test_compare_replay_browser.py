@@ -104,7 +104,7 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
         # a legend click in the first chart hides that run in every chart
         entry = page.locator(".st-key-chart_cmp_0 .legend .traces").first
         toggle = entry.locator(".legendtoggle").first
-        poll(lambda: legend_click_taken(page, "chart_cmp_0", toggle), 20, what="a legend click taken by Plotly")
+        poll(lambda: legend_click_taken(page, toggle), 20, what="a legend click taken by Plotly")
         hidden = poll(
             lambda: [g for g, v in (groups(page, "chart_cmp_1") or {}).items() if v == "legendonly"],
             timeout=15,

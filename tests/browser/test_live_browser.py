@@ -102,7 +102,7 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
         entry = page.locator(f".st-key-{CHART} .legend .traces").filter(has_text=re.compile(r"^lr$"))
         toggle = entry.locator(".legendtoggle").first
         poll(
-            lambda: legend_click_taken(page, CHART, toggle, lambda: _lr_visible(page) == "legendonly"),
+            lambda: legend_click_taken(page, toggle, lambda: _lr_visible(page) == "legendonly"),
             20,
             what="a legend click taken by Plotly",
         )
@@ -328,15 +328,21 @@ def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str,
             # A click that Plotly never took (the legend was being redrawn under the pointer: no
             # plotly_legendclick) is made again, as a person would; a click it took must hold.
             poll(
-                lambda t=toggle, w=want: legend_click_taken(page, CHART, t, lambda: _lr_visible(page) == w),
+                lambda t=toggle, w=want: legend_click_taken(page, t, lambda: _lr_visible(page) == w),
                 20,
                 what=f"click {attempt} taken by Plotly",
             )
             last = run.write(10)
-            poll(
-                lambda last=last, want=want: (
-                    _step_tile(page) == f"{last:,}" and (chart_state(page, CHART, "lr") or {}).get("visible") == want
-                ),
-                timeout=60,  # a refresh under load (two busy loops, two test workers) took over 15 s
-                what=f"click {attempt}: lr {'hidden' if want != True else 'shown'} after step {last} is drawn",  # noqa: E712
-            )
+            seen: list[tuple[str, Any]] = []  # what the page showed, for the failure's message
+
+            def held(last: int = last, want: Any = want, seen: list[tuple[str, Any]] = seen) -> bool:
+                now = (_step_tile(page), _lr_visible(page))
+                if not seen or seen[-1] != now:
+                    seen.append(now)
+                return now == (f"{last:,}", want)
+
+            try:
+                poll(held, timeout=60)  # a refresh under load (two busy loops, two test workers) took over 15 s
+            except TimeoutError:
+                shown = "hidden" if want != True else "shown"  # noqa: E712
+                pytest.fail(f"click {attempt}: lr not {shown} at step {last}; (step tile, lr visible) seen: {seen}")
