@@ -40,9 +40,55 @@ export default function (component) {
     const cls = Array.from(holder.classList).find((c) => c.startsWith(PREFIX));
     return cls ? cls.slice("st-key-".length) : null;
   };
+  // Each event's seq is greater than the last one's (the clock's microseconds, or one more), so the
+  // server can tell an older state value from the newest and never apply it over the newest.
   const send = (name, value) => {
-    reg.seq += 1;
-    if (reg.send) reg.send(name, Object.assign({ seq: Date.now() * 1000 + (reg.seq % 1000) }, value));
+    reg.seq = Math.max(Date.now() * 1000, reg.seq + 1);
+    if (reg.send) reg.send(name, Object.assign({ seq: reg.seq }, value));
+  };
+  // The user's latest legend choice per chart, for the chart's uirevision (its run and x axis) at the
+  // time. A redraw that contradicts it was built before the server had the click (the report lost in a
+  // rerun, or not there yet): the choice is put back on the chart and reported again, so a click holds.
+  // Plotly toggles a trace a moment after the click (it waits for a double click), from the state it
+  // finds then: a chart is not put back within a second of a click on it, but looked at again after.
+  reg.legend = reg.legend || {};
+  reg.clicked = reg.clicked || {};
+  const sendLegend = (gd, key, hidden) => {
+    const names = gd.data.map((t) => t.name).filter((n) => n);
+    reg.legend[key] = { rev: gd.layout && gd.layout.uirevision, hidden: hidden, names: names };
+    send("legend", { chart: key, hidden: hidden });
+  };
+  const keepLegend = (gd) => {
+    const key = chartKey(gd);
+    const mine = key && reg.legend[key];
+    if (!mine || !Array.isArray(gd.data) || !window.Plotly) return;
+    if (mine.rev !== (gd.layout && gd.layout.uirevision)) {
+      delete reg.legend[key];  // another run or x axis: the server's choice stands
+      return;
+    }
+    const since = Date.now() - (reg.clicked[key] || 0);
+    if (since < 1000) {
+      setTimeout(() => keepLegend(gd), 1050 - since);
+      return;
+    }
+    const index = [];
+    const visible = [];
+    gd.data.forEach((t, i) => {
+      if (!t.name || t.visible === false || mine.names.indexOf(t.name) < 0) return;  // only what the user saw
+      const hide = mine.hidden.indexOf(t.name) >= 0;
+      if ((t.visible === "legendonly") !== hide) {
+        index.push(i);
+        visible.push(hide ? "legendonly" : true);
+      }
+    });
+    if (!index.length) return;
+    const last = gd.__monitorKept || 0;  // at most one put-back a second per chart, whatever Plotly does
+    if (Date.now() - last < 1000) {
+      setTimeout(() => keepLegend(gd), 1050 - (Date.now() - last));
+      return;
+    }
+    gd.__monitorKept = Date.now();
+    window.Plotly.restyle(gd, { visible: visible }, index);  // reported by plotly_restyle, as a click is
   };
   const attach = (gd) => {
     if (gd.__monitorAttached || typeof gd.on !== "function") return;
@@ -66,14 +112,16 @@ export default function (component) {
       const key = chartKey(gd);
       if (!key || !Array.isArray(gd.data)) return;
       const hidden = gd.data.filter((t) => t.visible === "legendonly" && t.name).map((t) => t.name);
-      send("legend", { chart: key, hidden: hidden });
+      sendLegend(gd, key, hidden);
     });
+    gd.on("plotly_afterplot", () => keepLegend(gd));
     // Plotly toggles a trace a moment after a legend click (it waits for a possible double click);
     // a refresh that replaces the chart in that moment would swallow the click. So the click is
     // reported at once, as the hidden entries it leads to (the trace and its legend group toggled).
     gd.on("plotly_legendclick", (ev) => {
       const key = chartKey(gd);
       if (!key || !ev || !Array.isArray(gd.data) || !gd.data[ev.curveNumber]) return true;
+      reg.clicked[key] = Date.now();
       const clicked = gd.data[ev.curveNumber];
       const group = clicked.legendgroup;
       const hide = clicked.visible !== "legendonly";
@@ -81,9 +129,10 @@ export default function (component) {
       const hidden = gd.data
         .filter((t, i) => (toggled(t, i) ? hide : t.visible === "legendonly") && t.name)
         .map((t) => t.name);
-      send("legend", { chart: key, hidden: hidden });
+      sendLegend(gd, key, hidden);
       return true;
     });
+    keepLegend(gd);  // a chart Streamlit has just replaced may be drawn from before the last click
   };
   // Charts whose layout asks for it (meta.highlight: many runs overlaid) dim every other run while
   // the pointer is on one, as W&B does. Only the SVG is touched (no restyle, so no legend event).
@@ -150,21 +199,31 @@ def event_waiting(key: str = "chart_events") -> bool:
     """Whether the browser reported a zoom or legend click not applied yet (for a fragment run to rerun the page)."""
     state = st.session_state.get(key)
     seen = st.session_state.get(SEEN, {})
-    for name in ("zoom", "legend"):
-        event = _value(state, name)
-        if isinstance(event, Mapping) and event.get("seq") is not None and seen.get((key, name)) != event["seq"]:
-            return True
-    return False
+    return any(_newer(_value(state, name), seen.get((key, name))) for name in ("zoom", "legend"))
 
 
 def _fresh(key: str, name: str, event: Any) -> Any:
-    if not isinstance(event, Mapping) or event.get("seq") is None:
-        return None
+    """The event when it is newer than the last one applied, else None.
+
+    Newer, not merely different: a state value older than the last one applied (a rerun request that
+    carried the component's state from before the latest click) must not undo that click (a legend
+    click to show lr was seen undone by the click before it, in one suite run of many).
+    """
     seen = st.session_state.setdefault(SEEN, {})
-    if seen.get((key, name)) == event["seq"]:
+    if not _newer(event, seen.get((key, name))):
         return None
     seen[(key, name)] = event["seq"]
     return event
+
+
+def _newer(event: Any, last: Any) -> bool:
+    """An event with a number ``seq`` greater than ``last`` (any such event when nothing was applied yet)."""
+    if not isinstance(event, Mapping):
+        return False
+    seq = event.get("seq")
+    if not isinstance(seq, (int, float)) or isinstance(seq, bool) or seq != seq:
+        return False
+    return last is None or seq > last
 
 
 def _value(holder: Any, name: str) -> Any:

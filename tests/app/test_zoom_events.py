@@ -31,6 +31,29 @@ def test_each_event_is_handed_out_once_and_seen_waiting_until_then() -> None:
     assert at.session_state["log"][-1] == (True, True, False)
 
 
+def test_an_older_state_value_never_undoes_a_newer_event() -> None:
+    """A rerun request may carry the component's state from before the latest click; applied, it undid that
+    click (lr shown, then hidden again by the click before). Only an event newer than the last applied counts."""
+    at = AppTest.from_function(_script)
+    at.session_state["seq"] = 1_700_000_000_000_002
+    at.run()
+    assert at.session_state["log"][-1] == (True, True, False)
+    at.session_state["seq"] = 1_700_000_000_000_001  # the click before, come back
+    at.run()
+    assert at.session_state["log"][-1] == (False, False, False), "neither waiting nor applied"
+    at.session_state["seq"] = 1_700_000_000_000_003
+    at.run()
+    assert at.session_state["log"][-1] == (True, True, False)
+
+
+def test_an_event_without_a_number_seq_is_no_event() -> None:
+    from pages import _zoom
+
+    for seq in (None, "5", True, float("nan")):
+        assert not _zoom._newer({"seq": seq}, None), seq
+    assert not _zoom._newer(None, None) and _zoom._newer({"seq": 2}, 1) and not _zoom._newer({"seq": 1}, 1)
+
+
 def test_no_state_no_event() -> None:
     from pages import _zoom
 

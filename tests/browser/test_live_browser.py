@@ -314,6 +314,71 @@ def _lr_visible(page: Any) -> Any:
     return (chart_state(page, CHART, "lr") or {}).get("visible")
 
 
+_DROP_REPORTS = "() => { const r = window.__monitorChartEvents; r.held = r.send; r.send = null; }"
+_RESTORE_REPORTS = "() => { const r = window.__monitorChartEvents; r.send = r.held; }"
+_FORGET_CHOICE = "([key]) => { delete window.__monitorChartEvents.legend[key]; }"
+# A figure built before the server had the click, drawn as Streamlit draws a new one (Plotly.react).
+_STALE_REDRAW = """([key, name]) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  const data = gd.data.map((t) => Object.assign({}, t, t.name === name ? { visible: true } : {}));
+  return window.Plotly.react(gd, data, gd.layout).then(() => true);
+}"""
+
+
+def _set_refresh(page: Any, label: str) -> None:
+    page.get_by_test_id("stSidebar").get_by_text(label, exact=True).click()
+    radio = page.get_by_test_id("stSidebar").get_by_role("radio", name=label)
+    poll(lambda: radio.is_checked(), 60, what=f"refresh {label}")
+
+
+def test_a_legend_click_whose_report_was_lost_is_put_back_and_reported_again(shared: tuple[str, LiveRun]) -> None:
+    """A click the server never heard of (its report lost, or a redraw built before it arrived) must not be
+    undone by the next redraw: the page puts the user's choice back on the chart and reports it again.
+
+    Seen once in a suite of many: lr shown by a click, then hidden again by the next refresh for good. Here,
+    with refreshes off so that nothing else redraws: the report of a click hiding lr is dropped, then a
+    redraw with lr shown (what the server draws, not knowing) comes; lr must be hidden again, and the
+    server must have it: a later server redraw, with the page's own memory of the click gone, hides lr."""
+    url, run = shared
+    entry = f".st-key-{CHART} .legend .traces"
+    with chromium_page(width=1440, height=1000) as page:
+        page.goto(f"{url}/?run=zoom", wait_until="domcontentloaded")
+        poll(lambda: _shown(page, min_step=run.step), timeout=45, what="the loss chart")
+        _set_refresh(page, "off")
+        poll(lambda: _lr_visible(page) is True, 60, what="lr shown")
+        page.evaluate(_DROP_REPORTS)
+        toggle = page.locator(entry).filter(has_text=re.compile(r"^lr$")).locator(".legendtoggle").first
+        poll(
+            lambda: legend_click_taken(page, toggle, lambda: _lr_visible(page) == "legendonly"),
+            20,
+            what="the click taken by Plotly",
+        )
+        poll(lambda: _lr_visible(page) == "legendonly", 10, what="lr hidden by the click")
+        page.evaluate(_RESTORE_REPORTS)
+        page.evaluate(_STALE_REDRAW, [CHART, "lr"])
+        seen: list[Any] = []
+
+        def hidden_again() -> bool:
+            now = _lr_visible(page)
+            if not seen or seen[-1] != now:
+                seen.append(now)
+            return now == "legendonly"
+
+        poll(hidden_again, 30, what="lr hidden again")
+        assert True in seen, f"the stale redraw showed lr before it was put back: {seen}"
+        # the server heard the put-back: its next figure hides lr with no help from the page
+        page.evaluate(_FORGET_CHOICE, [CHART])
+        page.evaluate(_STALE_REDRAW, [CHART, "lr"])
+        poll(lambda: _lr_visible(page) is True, 10, what="lr shown by a stale redraw")
+        last = run.write(10)
+        _set_refresh(page, "1 s")
+        poll(
+            lambda: _step_tile(page) == f"{last:,}" and _lr_visible(page) == "legendonly",
+            60,
+            what=f"step {last} drawn by the server with lr hidden",
+        )
+
+
 def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str, LiveRun]) -> None:
     """Plotly applies a legend click a moment after it (waiting for a double click); a refresh that
     replaced the chart in that moment lost the click. 8 clicks at the default refresh, 8 kept."""
