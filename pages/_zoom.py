@@ -53,9 +53,12 @@ export default function (component) {
   // finds then: a chart is not put back within a second of a click on it, but looked at again after.
   reg.legend = reg.legend || {};
   reg.clicked = reg.clicked || {};
-  const sendLegend = (gd, key, hidden) => {
+  const remember = (gd, key, hidden) => {
     const names = gd.data.map((t) => t.name).filter((n) => n);
     reg.legend[key] = { rev: gd.layout && gd.layout.uirevision, hidden: hidden, names: names };
+  };
+  const sendLegend = (gd, key, hidden) => {
+    remember(gd, key, hidden);
     send("legend", { chart: key, hidden: hidden });
   };
   const keepLegend = (gd) => {
@@ -115,9 +118,12 @@ export default function (component) {
       sendLegend(gd, key, hidden);
     });
     gd.on("plotly_afterplot", () => keepLegend(gd));
-    // Plotly toggles a trace a moment after a legend click (it waits for a possible double click);
-    // a refresh that replaces the chart in that moment would swallow the click. So the click is
-    // reported at once, as the hidden entries it leads to (the trace and its legend group toggled).
+    // Plotly toggles a trace a moment after a legend click (it waits for a possible double click),
+    // from the trace's state then, and its restyle reports the choice. The click is not reported before:
+    // a redraw with the choice made in that moment was toggled back by Plotly (a click undone for good,
+    // seen in the suite). It is remembered at once, as the hidden entries it leads to (the trace and its
+    // legend group toggled), so a refresh that replaces the chart in that moment cannot swallow it: the
+    // new chart gets it put back (keepLegend).
     gd.on("plotly_legendclick", (ev) => {
       const key = chartKey(gd);
       if (!key || !ev || !Array.isArray(gd.data) || !gd.data[ev.curveNumber]) return true;
@@ -129,7 +135,7 @@ export default function (component) {
       const hidden = gd.data
         .filter((t, i) => (toggled(t, i) ? hide : t.visible === "legendonly") && t.name)
         .map((t) => t.name);
-      sendLegend(gd, key, hidden);
+      remember(gd, key, hidden);
       return true;
     });
     keepLegend(gd);  // a chart Streamlit has just replaced may be drawn from before the last click
