@@ -210,6 +210,24 @@ def chart_state(page: Any, key: str, trace: str) -> dict[str, Any] | None:
     return page.evaluate(JS_CHART, [key, trace])
 
 
+_JS_LISTENING = """([key]) => {
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  const reg = window.__monitorChartEvents;
+  return Boolean(gd && gd.__monitorAttached && reg && reg.send);
+}"""
+
+
+def wait_listening(page: Any, key: str, timeout: float = 30.0) -> None:
+    """Wait until the page's chart listener (pages/_zoom.py) hears chart ``key``.
+
+    A page's charts are drawn a moment before the listener's code runs. A zoom made in that moment is
+    reported when the listener loads, from the chart's x range, unless a refresh has redrawn the chart
+    first (its zoom then gone): a test that zooms the instant a chart shows would race the page's loading
+    (the zoom-holds test failed so, once in CI under load), which no person dragging can do.
+    """
+    poll(lambda: page.evaluate(_JS_LISTENING, [key]), timeout=timeout, what=f"the chart listener on {key}")
+
+
 def plot_box(page: Any, key: str, timeout: float = 10.0) -> dict[str, float]:
     """The plot area of chart ``key`` on the screen. Plotly redraws a refreshing chart by replacing its SVG,
     so for a moment the drag layer is detached and has no box (``bounding_box()`` is None): wait that out."""

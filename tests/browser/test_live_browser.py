@@ -27,6 +27,7 @@ from tests.browser.harness import (
     plot_box,
     poll,
     streamlit_server,
+    wait_listening,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -289,6 +290,7 @@ def test_a_zoom_holds_every_time_while_records_arrive(shared: tuple[str, LiveRun
     with chromium_page(width=1440, height=1000) as page:
         page.goto(f"{url}/?run=zoom", wait_until="domcontentloaded")
         poll(lambda: _shown(page, min_step=run.step), timeout=45, what="the loss chart")
+        wait_listening(page, CHART)
         for attempt in range(20):
             page.evaluate(_RELAYOUT, [CHART, 50, 120])
             last = run.write(40)
