@@ -61,6 +61,13 @@ export default function (component) {
     remember(gd, key, hidden);
     send("legend", { chart: key, hidden: hidden });
   };
+  // Whether ``at`` (a time in ms) was under a second ago; if so the chart is looked at again just after.
+  const tooSoon = (gd, at) => {
+    const since = Date.now() - (at || 0);
+    if (since >= 1000) return false;
+    setTimeout(() => keepLegend(gd), 1050 - since);
+    return true;
+  };
   const keepLegend = (gd) => {
     const key = chartKey(gd);
     const mine = key && reg.legend[key];
@@ -69,11 +76,7 @@ export default function (component) {
       delete reg.legend[key];  // another run or x axis: the server's choice stands
       return;
     }
-    const since = Date.now() - (reg.clicked[key] || 0);
-    if (since < 1000) {
-      setTimeout(() => keepLegend(gd), 1050 - since);
-      return;
-    }
+    if (tooSoon(gd, reg.clicked[key])) return;  // Plotly's own toggle of that click is still to come
     const index = [];
     const visible = [];
     gd.data.forEach((t, i) => {
@@ -85,11 +88,7 @@ export default function (component) {
       }
     });
     if (!index.length) return;
-    const last = gd.__monitorKept || 0;  // at most one put-back a second per chart, whatever Plotly does
-    if (Date.now() - last < 1000) {
-      setTimeout(() => keepLegend(gd), 1050 - (Date.now() - last));
-      return;
-    }
+    if (tooSoon(gd, gd.__monitorKept)) return;  // at most one put-back a second per chart, whatever Plotly does
     gd.__monitorKept = Date.now();
     window.Plotly.restyle(gd, { visible: visible }, index);  // reported by plotly_restyle, as a click is
   };
@@ -158,13 +157,14 @@ export default function (component) {
     });
     gd.on("plotly_unhover", () => highlight(gd, null));
   };
-  const scan = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach(attach);
+  const charts = () => document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot');
+  const scan = () => charts().forEach(attach);
   if (firstMount) {
     // This code loads a moment after the page's first charts are drawn: a zoom made in that moment
     // had nobody listening, so report any chart whose x range is not the automatic one, unless the
     // server set that range (layout.meta.server_x_range: a link's from/to): reporting it would only
     // rerun the page.
-    document.querySelectorAll('[class*="' + PREFIX + '"] .js-plotly-plot').forEach((gd) => {
+    charts().forEach((gd) => {
       const xa = gd._fullLayout && gd._fullLayout.xaxis;
       const key = chartKey(gd);
       const fromServer = gd.layout && gd.layout.meta && gd.layout.meta.server_x_range;
