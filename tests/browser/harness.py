@@ -220,10 +220,12 @@ _JS_LISTENING = """([key]) => {
 def wait_listening(page: Any, key: str, timeout: float = 30.0) -> None:
     """Wait until the page's chart listener (pages/_zoom.py) hears chart ``key``.
 
-    A page's charts are drawn a moment before the listener's code runs. A zoom made in that moment is
-    reported when the listener loads, from the chart's x range, unless a refresh has redrawn the chart
-    first (its zoom then gone): a test that zooms the instant a chart shows would race the page's loading
-    (the zoom-holds test failed so, once in CI under load), which no person dragging can do.
+    A page's charts are drawn a moment before the listener's code runs (0.2-0.8 s quiet, up to 1.8 s
+    under two busy loops). A zoom made in that moment is reported when the listener loads, from the
+    chart's x range, unless a refresh has redrawn the chart first (its zoom then gone); a legend click
+    then is Plotly's alone and the next refresh undoes it. A test that zooms or clicks the instant a chart
+    shows races the page's loading (the zoom-holds test failed so in CI, the legend-hold test in a fresh
+    clone's suite, each at its first try), which a person's first drag or click hardly ever does.
     """
     poll(lambda: page.evaluate(_JS_LISTENING, [key]), timeout=timeout, what=f"the chart listener on {key}")
 

@@ -105,6 +105,7 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
         # a legend click in the first chart hides that run in every chart
         entry = page.locator(".st-key-chart_cmp_0 .legend .traces").first
         toggle = entry.locator(".legendtoggle").first
+        wait_listening(page, "chart_cmp_0")
         poll(lambda: legend_click_taken(page, toggle), 20, what="a legend click taken by Plotly")
         hidden = poll(
             lambda: [g for g, v in (groups(page, "chart_cmp_1") or {}).items() if v == "legendonly"],

@@ -94,6 +94,7 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
         page.screenshot(path=str(SHOTS / "1-live.png"), full_page=True)
 
         # 2. zoom by dragging over the chart's right part: the view narrows and the step inputs follow
+        wait_listening(page, CHART)
         drag_zoom(page, CHART, 0.6, 0.85)
         poll(lambda: _zoomed(page), timeout=10, what="the zoomed range")
         # the server took the zoom: the step inputs hold it and the redrawn chart shows exactly it
@@ -348,6 +349,7 @@ def test_a_legend_click_whose_report_was_lost_is_put_back_and_reported_again(sha
         poll(lambda: _shown(page, min_step=run.step), timeout=45, what="the loss chart")
         _set_refresh(page, "off")
         poll(lambda: _lr_visible(page) is True, 60, what="lr shown")
+        wait_listening(page, CHART)
         page.evaluate(_DROP_REPORTS)
         toggle = page.locator(entry).filter(has_text=re.compile(r"^lr$")).locator(".legendtoggle").first
         poll(
@@ -387,6 +389,7 @@ def test_a_legend_click_holds_every_time_while_records_arrive(shared: tuple[str,
     with chromium_page(width=1440, height=1000) as page:
         page.goto(f"{url}/?run=zoom", wait_until="domcontentloaded")
         poll(lambda: _shown(page, min_step=run.step), timeout=45, what="the loss chart")
+        wait_listening(page, CHART)  # a click before the listener loads is Plotly's alone: see wait_listening
         for attempt in range(8):
             want = "legendonly" if attempt % 2 == 0 else True
             toggle = page.locator(entry).filter(has_text=re.compile(r"^lr$")).locator(".legendtoggle").first
