@@ -238,7 +238,9 @@ def plot_box(page: Any, key: str, timeout: float = 10.0) -> dict[str, float]:
 
 
 def drag_zoom(page: Any, key: str, frm: float, to: float) -> None:
-    """Drag across the plot area of chart ``key`` from fraction ``frm`` to ``to`` of its width."""
+    """Drag across the plot area of chart ``key`` from fraction ``frm`` to ``to`` of its width, once the page's
+    chart listener hears the chart (see :func:`wait_listening`)."""
+    wait_listening(page, key)
     box = plot_box(page, key)
     y = box["y"] + box["height"] * 0.5
     page.mouse.move(box["x"] + box["width"] * frm, y)

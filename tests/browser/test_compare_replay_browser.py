@@ -123,7 +123,6 @@ def test_compare_overlay_legend_and_side_by_side(server: tuple[str, Path, LiveRu
         before = poll(lambda: _linked_ranges(page), timeout=20, what="every panel on the runs' whole x range")
 
         # a drag in one run's panel zooms every run's panels to the same x range (linked)
-        wait_listening(page, "chart_cmp_side_0_0")
         drag_zoom(page, "chart_cmp_side_0_0", 0.3, 0.7)
         ranges = poll(
             lambda: (r := _linked_ranges(page)) and r != before and r,

@@ -94,7 +94,6 @@ def test_new_points_show_and_zoom_survives_refreshes(live: tuple[str, LiveRun, P
         page.screenshot(path=str(SHOTS / "1-live.png"), full_page=True)
 
         # 2. zoom by dragging over the chart's right part: the view narrows and the step inputs follow
-        wait_listening(page, CHART)
         drag_zoom(page, CHART, 0.6, 0.85)
         poll(lambda: _zoomed(page), timeout=10, what="the zoomed range")
         # the server took the zoom: the step inputs hold it and the redrawn chart shows exactly it
