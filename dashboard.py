@@ -151,27 +151,39 @@ def _print_token_links(token: str) -> None:
     print("\n  The dashboard needs a token. Open it with:\n" + "\n".join(lines) + "\n", file=sys.stderr, flush=True)
 
 
-def _preloads() -> list[str]:
-    """The modules the page's HTML loads at once (none with ``$MONITOR_PRELOAD=off``)."""
+def _preloads() -> tuple[list[str], list[str]]:
+    """The modules and the classic scripts the page's HTML loads at once (none with ``$MONITOR_PRELOAD=off``):
+    Plotly's basic bundle when it is installed (the pages' line charts are drawn with it), else Streamlit's
+    Plotly module."""
+    from monitor_cb.views.plotly_bundle import URL_PATH
     from monitor_cb.views.preload import chunk_hrefs
 
-    return [] if os.environ.get(ENV_PRELOAD, "on").strip().lower() in OFF else chunk_hrefs(STREAMLIT_JS, PRELOAD)
+    if os.environ.get(ENV_PRELOAD, "on").strip().lower() in OFF:
+        return [], []
+    if _PLOTLY_BUNDLE is not None:
+        return [], ["./" + URL_PATH]
+    return chunk_hrefs(STREAMLIT_JS, PRELOAD), []
 
 
 _TOKEN: str | None = None  # the token every request needs (server side only), None for an open dashboard
+_PLOTLY_BUNDLE: bytes | None = None  # Plotly's basic bundle, served at plotly_bundle.URL_PATH; None when not installed
 
 if __name__ == "__main__":
     main()
 else:
     from starlette.middleware import Middleware
 
+    from monitor_cb.views.bundle_route import ServeBundle
     from monitor_cb.views.hostguard import HostGuard
     from monitor_cb.views.page_alias import PageAlias
+    from monitor_cb.views.plotly_bundle import URL_PATH, configured_path, load_bundle
     from monitor_cb.views.preload import ModulePreload
     from monitor_cb.views.tokenguard import ENV_TOKEN, TokenGuard, resolve_token
 
     # Read once and taken out of the environment: processes the dashboard starts (the demo) need not see it.
     _TOKEN = resolve_token(os.environ.pop(ENV_TOKEN, None))
+    _PLOTLY_BUNDLE = load_bundle(configured_path())
+    _modules, _scripts = _preloads()
     app = st.App(
         __file__,
         middleware=[
@@ -179,8 +191,11 @@ else:
             Middleware(TokenGuard, token=_TOKEN, base_path=_base_path),
             # /live?run=… opens the Live page (served at "/") without Streamlit's "Page not found" dialog
             Middleware(PageAlias, base_path=_base_path),
-            # Streamlit's Plotly module loaded and run with the page, not after the first chart arrives
-            Middleware(ModulePreload, hrefs=_preloads()),
+            # Plotly's basic bundle (pages._chart draws the line charts with it), cached by browsers for good
+            Middleware(ServeBundle, body=_PLOTLY_BUNDLE, url_path=URL_PATH, base_path=_base_path),
+            # Plotly (the basic bundle, else Streamlit's module) loaded and run with the page, not after the first
+            # chart arrives
+            Middleware(ModulePreload, hrefs=_modules, scripts=_scripts),
         ],
         lifespan=_lifespan,
     )

@@ -10,6 +10,10 @@ the run. A module runs once per URL, so Streamlit's own import of it later finds
 1,000-step run (three pairs in one run, load 4-5): drawn 5.03-5.52 s against 5.56-6.28 s with a
 ``modulepreload`` link only (fetched and compiled, not run).
 
+With Plotly's basic bundle installed (:mod:`monitor_cb.views.plotly_bundle`) the pages' line charts are
+drawn with it and Streamlit's module is not needed on them: the HTML then loads the bundle instead, as a
+classic ``<script defer>`` (a UMD file that sets ``window.Plotly``), run in order after Streamlit's bundle.
+
 Only HTML responses (the page, served for every page path) are touched; a response that is not a whole
 ``text/html`` body below :data:`HTML_CAP`, or without a ``</head>``, passes unchanged.
 """
@@ -41,15 +45,13 @@ def chunk_hrefs(js_dir: Path, prefixes: Sequence[str]) -> list[str]:
     return [f"./static/js/{n}" for n in names if n.startswith(tuple(prefixes)) and _CHUNK_NAME.fullmatch(n)]
 
 
-def with_preloads(page: bytes, hrefs: Sequence[str]) -> bytes:
-    """The HTML with one module ``<script>`` per href before ``</head>`` (unchanged without a ``</head>``,
-    and for a href the page already names)."""
+def with_preloads(page: bytes, hrefs: Sequence[str], scripts: Sequence[str] = ()) -> bytes:
+    """The HTML with one module ``<script>`` per href and one deferred classic ``<script>`` per entry of
+    ``scripts`` before ``</head>`` (unchanged without a ``</head>``, and for a href the page already names)."""
     at = page.find(b"</head>")
-    links = b"".join(
-        f'    <script type="module" crossorigin src="{html.escape(h)}"></script>\n'.encode()
-        for h in hrefs
-        if f'"{h}"'.encode() not in page
-    )
+    tags = [(h, f'<script type="module" crossorigin src="{html.escape(h)}"></script>') for h in hrefs]
+    tags += [(h, f'<script defer src="{html.escape(h)}"></script>') for h in scripts]
+    links = b"".join(f"    {tag}\n".encode() for h, tag in tags if f'"{h}"'.encode() not in page)
     if at < 0 or not links:
         return page
     return page[:at] + links + page[at:]
@@ -58,12 +60,13 @@ def with_preloads(page: bytes, hrefs: Sequence[str]) -> bytes:
 class ModulePreload:
     """ASGI middleware: HTML pages load and run the modules ``hrefs`` (see the module's docstring)."""
 
-    def __init__(self, app: ASGIApp, hrefs: Sequence[str]) -> None:
+    def __init__(self, app: ASGIApp, hrefs: Sequence[str], scripts: Sequence[str] = ()) -> None:
         self.app = app
         self.hrefs = list(hrefs)
+        self.scripts = list(scripts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "GET" or not self.hrefs:
+        if scope.get("type") != "http" or scope.get("method") != "GET" or not (self.hrefs or self.scripts):
             await self.app(scope, receive, send)
             return
         start: MutableMapping[str, Any] | None = None
@@ -92,7 +95,7 @@ class ModulePreload:
                 return
             if message.get("more_body", False):
                 return
-            page = with_preloads(b"".join(body), self.hrefs)
+            page = with_preloads(b"".join(body), self.hrefs, self.scripts)
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(page)).encode()))
             await send({**start, "headers": headers})

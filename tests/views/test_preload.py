@@ -96,3 +96,17 @@ def test_streamlits_build_still_has_a_plotly_module() -> None:
     streamlit = pytest.importorskip("streamlit")
     js = Path(streamlit.__file__).resolve().parent / "static" / "static" / "js"
     assert len(chunk_hrefs(js, ("PlotlyChart.",))) == 1
+
+
+def test_a_classic_script_is_deferred_after_the_modules() -> None:
+    """Plotly's basic bundle is a UMD file: a deferred classic script, run in order after Streamlit's bundle."""
+    bundle = "./_monitor/plotly-basic-4.1.1.min.js"
+    page = with_preloads(PAGE, [], [bundle])
+    tag = b'<script defer src="./_monitor/plotly-basic-4.1.1.min.js"></script>'
+    assert page.index(b"index.abc.js") < page.index(tag) < page.index(b"</head>")
+    assert with_preloads(page, [], [bundle]) == page  # named once
+
+
+def test_a_href_is_escaped_in_the_tag() -> None:
+    page = with_preloads(PAGE, [], ['./x".js'])
+    assert b'src="./x&quot;.js"' in page and b'"./x".js"' not in page
