@@ -25,6 +25,7 @@ from monitor_cb.charts.rank_figures import (
 )
 from monitor_cb.ingest.runframe import RunFrame
 from pages import _shared
+from pages._chart import plotly_chart
 
 CACHE = "ranks_figures"
 RANK_METRICS = ("loss", "grad_norm", "throughput", "step_time", "data_time", "lr")
@@ -54,7 +55,7 @@ def ranks_section(store: Any, run: Any, data: RunFrame, x: str, smoothing: float
         figures = build_figures(store, run.id, data, x, smoothing, metric, per_rank, telemetry)
         cache.update(key=key, figures=figures)
     for name, fig in cache["figures"].items():
-        st.plotly_chart(fig, key=f"ranks_{name}", config=_shared.PLOTLY_CONFIG, theme=None)
+        plotly_chart(fig, f"ranks_{name}", _shared.PLOTLY_CONFIG)
 
 
 def build_figures(

@@ -71,7 +71,8 @@ export default function (component) {
   const keepLegend = (gd) => {
     const key = chartKey(gd);
     const mine = key && reg.legend[key];
-    if (!mine || !Array.isArray(gd.data) || !window.Plotly) return;
+    const plotly = gd.__monitorPlotly || window.Plotly;  // the Plotly that drew this chart
+    if (!mine || !Array.isArray(gd.data) || !plotly) return;
     if (mine.rev !== (gd.layout && gd.layout.uirevision)) {
       delete reg.legend[key];  // another run or x axis: the server's choice stands
       return;
@@ -90,7 +91,7 @@ export default function (component) {
     if (!index.length) return;
     if (tooSoon(gd, gd.__monitorKept)) return;  // at most one put-back a second per chart, whatever Plotly does
     gd.__monitorKept = Date.now();
-    window.Plotly.restyle(gd, { visible: visible }, index);  // reported by plotly_restyle, as a click is
+    plotly.restyle(gd, { visible: visible }, index);  // reported by plotly_restyle, as a click is
   };
   const attach = (gd) => {
     if (gd.__monitorAttached || typeof gd.on !== "function") return;

@@ -19,6 +19,7 @@ from monitor_cb.names import shown_name
 from monitor_cb.views import all_metrics as am
 from monitor_cb.views.escape import escape_code
 from pages import _shared
+from pages._chart import plotly_chart
 
 Q_FILTER, Q_RUNS_RE, Q_PIN, Q_SMOOTH, Q_LOGY = "filter", "runsre", "pin", "smooth", "logy"
 K_FILTER, K_RUNS_RE, K_SMOOTH, K_LOGY, K_OUTLIERS = "am_filter", "am_runs_re", "am_smooth", "am_log_y", "am_outliers"
@@ -198,7 +199,7 @@ def chart_cell(metric: str, data: Sequence[Any], options: Any, section: str, pin
     )
     bar.text(shown_name(metric, TITLE_CHARS))
     fig = figure(metric, present, options)
-    st.plotly_chart(fig, key=f"am_chart_{section}_{tag}", config=_shared.PLOTLY_CONFIG, theme=None)
+    plotly_chart(fig, f"am_chart_{section}_{tag}", _shared.PLOTLY_CONFIG)
 
 
 def figure(metric: str, data: Sequence[Any], options: Any) -> Any:

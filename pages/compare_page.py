@@ -47,6 +47,7 @@ from monitor_cb.views.runs_view import text_width
 from monitor_cb.views.summary_cells import summary_display
 from monitor_cb.views.zoom import parse_x_value
 from pages import _shared
+from pages._chart import plotly_chart
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
 
 Q_RUNS, Q_METRIC, Q_ALIGN, Q_SMOOTH, Q_MODE, Q_GROUP = "runs", "metric", "align", "smooth", "mode", "group"
@@ -538,7 +539,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         if not fig.data:
             st.info(empty_chart_note(metric, data, result, settings))
             continue
-        st.plotly_chart(fig, key=f"{CHART_PREFIX}{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+        plotly_chart(fig, f"{CHART_PREFIX}{i}", _shared.PLOTLY_CONFIG)
 
 
 def empty_chart_note(metric: str, data: Sequence[RunData], result: CompareView, settings: CompareSettings) -> str:
@@ -582,9 +583,8 @@ def show_side_by_side(result: CompareView, data: Sequence[RunData]) -> None:
             if color:
                 column.html(f'<div style="height:4px;background:{color};border-radius:2px"></div>')
             for i, fig in enumerate(result.side[run_id]):
-                column.plotly_chart(
-                    fig, key=f"{SIDE_PREFIX}{start + offset}_{i}", config=_shared.PLOTLY_CONFIG, theme=None
-                )
+                with column:
+                    plotly_chart(fig, f"{SIDE_PREFIX}{start + offset}_{i}", _shared.PLOTLY_CONFIG)
 
 
 # ----------------------------------------------------------------------------- diff and downloads

@@ -41,6 +41,7 @@ from monitor_cb.views.runlist import format_age, format_duration
 from monitor_cb.views.thresholds import parse_thresholds
 from monitor_cb.views.zoom import ZoomState, apply_legend_event, apply_zoom_event, monotonic_x, parse_x_value
 from pages import _findings, _shared
+from pages._chart import plotly_chart
 from pages._demo import demo_sidebar, show_empty_root
 from pages._ranks import ranks_section
 from pages._zoom import CHART_KEY_PREFIX, chart_events, event_waiting
@@ -533,7 +534,7 @@ def show(data: LiveData) -> None:
         _findings.findings_list(data.findings, run_id=data.run.id)
         return
     for key, fig in data.figures.items():
-        st.plotly_chart(fig, key=CHART_KEY_PREFIX + key, config=_shared.PLOTLY_CONFIG, theme=None)
+        plotly_chart(fig, CHART_KEY_PREFIX + key, _shared.PLOTLY_CONFIG)
     _findings.findings_list(data.findings, run_id=data.run.id)
 
 

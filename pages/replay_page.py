@@ -25,6 +25,7 @@ from monitor_cb.views.escape import escape_code
 from monitor_cb.views.kpis import format_count, format_value
 from monitor_cb.views.runlist import pick_run, run_label
 from pages import _shared
+from pages._chart import plotly_chart
 
 QUERY_RUN = "run"
 K_SOURCE, K_RUN, K_UPLOAD, K_PARSED = "rp_source", "rp_run", "rp_upload", "rp_parsed"
@@ -303,7 +304,7 @@ def _replay_body(subject: Subject, steps: np.ndarray) -> None:
     fit_bulk = bool(state.get(K_FIT_BULK, True))
     figures = replay.replay_figures(subject.frame, subject.logged, rows, x_range=(first, last), fit_bulk=fit_bulk)
     for i, fig in enumerate(figures):
-        st.plotly_chart(fig, key=f"rp_chart_{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+        plotly_chart(fig, f"rp_chart_{i}", _shared.PLOTLY_CONFIG)
     if not state.get(K_PLAYING) and state.get("rp_was_playing"):
         state["rp_was_playing"] = False
         st.rerun(scope="app")  # the replay reached its end: stop the timer, show Play again
@@ -340,4 +341,4 @@ def show_window(subject: Subject, item: replay.Notable) -> None:
         fit_bulk=bool(st.session_state.get(K_FIT_BULK, True)),
     )
     for i, fig in enumerate(figures):
-        st.plotly_chart(fig, key=f"rp_window_{i}", config=_shared.PLOTLY_CONFIG, theme=None)
+        plotly_chart(fig, f"rp_window_{i}", _shared.PLOTLY_CONFIG)

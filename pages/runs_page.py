@@ -42,6 +42,7 @@ from monitor_cb.views.runs_view import (
 )
 from monitor_cb.views.summary_cells import summary_display
 from pages import _shared
+from pages._chart import plotly_chart
 from pages._demo import show_empty_root
 from pages._findings import current_settings
 
@@ -328,9 +329,9 @@ def show_sweeps(result: RunsView) -> None:
     name = str(metric).rsplit(".", 1)[0]
     lower = lower_is_better(name)
     fig = parallel_coordinates_figure(result.shown.frame, dims, metric, lower_is_better=lower)
-    st.plotly_chart(fig, key="runs_parcoords", config=_shared.PLOTLY_CONFIG, theme=None)
+    plotly_chart(fig, "runs_parcoords", _shared.PLOTLY_CONFIG)
     x = st.selectbox("Scatter: config key", dims, key="runs_sweep_x")
     ids = result.shown.ids[:MAX_RUNS]
     colors = run_colors(ids, previous=st.session_state.get(COMPARE_COLORS))
     scatter = sweep_scatter_figure(result.shown.frame, str(x), str(metric), colors=colors)
-    st.plotly_chart(scatter, key="runs_scatter", config=_shared.PLOTLY_CONFIG, theme=None)
+    plotly_chart(scatter, "runs_scatter", _shared.PLOTLY_CONFIG)

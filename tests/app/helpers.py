@@ -22,9 +22,22 @@ def assert_ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def charts(at: AppTest) -> list[dict[str, Any]]:
-    """The plotly figures on the page, as the JSON spec the browser receives."""
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+THIN_CHART = "monitor_cb_plotly"  # pages/_chart.py's component (Plotly's basic bundle)
+
+
+def charts(at: Any) -> list[dict[str, Any]]:
+    """The plotly figures on the page (or in one of its blocks), as the JSON spec the browser receives: those
+    drawn by ``pages._chart``'s component, then those drawn by ``st.plotly_chart``."""
+    return thin_charts(at) + [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def thin_charts(at: Any) -> list[dict[str, Any]]:
+    """The figures drawn by ``pages._chart``'s component (Plotly's basic bundle), in page order."""
+    return [
+        json.loads(json.loads(el.proto.json)["figure"])
+        for el in at.get("bidi_component")
+        if el.proto.component_name == THIN_CHART
+    ]
 
 
 def texts(at: AppTest) -> str:

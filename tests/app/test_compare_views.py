@@ -89,7 +89,7 @@ def test_side_by_side_chosen_metrics_equal_panels_shared_y(sweep: list[str]) -> 
     x_ranges = {tuple(f["layout"]["xaxis"]["range"]) for f in figs}
     assert x_ranges == {(1, 60)}, "linked x"
     # every run's column has the same width: 3 per row, the last row padded with empty columns
-    holders = [c for c in at.columns if c.get("plotly_chart")]
+    holders = [c for c in at.columns if charts(c)]
     assert len(holders) == 4 and {c.weight for c in holders} == {holders[0].weight}
     rows = [c for c in at.columns if c.weight == holders[0].weight]
     assert len(rows) >= 6, "the fourth run's row has three columns, two of them empty"

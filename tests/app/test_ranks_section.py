@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from monitor_cb.train.writer import MetricsWriter
+from tests.app.helpers import charts
 
 ENTRY = str(Path(__file__).with_name("ranks_app.py"))
 
@@ -40,7 +40,7 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def figures(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    return charts(at)
 
 
 def test_section_is_off_until_asked_then_shows_band_step_time_and_hardware(job: Path) -> None:
