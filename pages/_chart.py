@@ -6,7 +6,8 @@ single cost of opening a page (see :mod:`monitor_cb.views.plotly_bundle`). This 
 ``Plotly.react`` into a div in the same keyed container ``st.plotly_chart`` would use, so the chart
 listener (:mod:`pages._zoom`), the browser tests and people see the same Plotly chart: zoom, hover,
 legend and the modebar. A refresh hands Plotly a new figure and Plotly redraws only what changed, as
-``st.plotly_chart`` does. A figure with a trace type the basic bundle lacks (a heatmap, a box) is
+``st.plotly_chart`` does (one chart per browser task, so the first is on screen before the next is
+drawn). A figure with a trace type the basic bundle lacks (a heatmap, a box) is
 drawn by ``st.plotly_chart``, and so is every figure when this server does not serve the bundle (not
 installed, ``$MONITOR_PLOTLY_BUNDLE=off``, or the page run by AppTest or another entry script).
 
@@ -60,16 +61,27 @@ export default function (component) {
     }).observe(gd);
   }
   gd.style.height = data.height + "px";
-  const figure = JSON.parse(data.figure);
-  load().then(
-    (P) => {
-      gd.__monitorPlotly = P;
-      return P.react(gd, figure.data || [], figure.layout || {}, data.config || {});
-    },
-    (err) => {
-      gd.textContent = "Chart not drawn: " + err.message;  // text, never markup
-    },
-  );
+  // Charts are drawn one per task, in the order they arrive (the page's order), so the browser shows the
+  // first chart before it draws the next, and a chart whose newer figure came meanwhile is drawn once.
+  gd.__monitorNext = { figure: data.figure, config: data.config || {} };
+  const draw = (P) => {
+    const next = gd.__monitorNext;
+    if (!next) return null;
+    gd.__monitorNext = null;
+    gd.__monitorPlotly = P;
+    const figure = JSON.parse(next.figure);
+    return P.react(gd, figure.data || [], figure.layout || {}, next.config);
+  };
+  const task = () => new Promise((resolve) => setTimeout(resolve, 0));
+  window.__monitorDraws = (window.__monitorDraws || Promise.resolve())
+    .then(() => load())
+    .then(
+      (P) => task().then(() => draw(P)),
+      (err) => {
+        gd.textContent = "Chart not drawn: " + err.message;  // text, never markup
+      },
+    )
+    .catch(() => null);  // one chart's failure must not stop the others
 }
 """
 
