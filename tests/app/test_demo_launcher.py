@@ -257,7 +257,14 @@ def test_a_demo_another_dashboard_started_is_known_by_its_nonce_and_stopped(log_
     launcher._PROCS.clear()  # what a restart of the server loses
     proc_gone = False
     try:
+        # Popen returns once the child's exec closed its close-on-exec pipe, a moment before the kernel
+        # records where the new program's environment is: /proc/PID/environ reads empty until then (seen
+        # once in a fresh clone's suite, running=False). A restarted dashboard sees the demo a moment later.
+        deadline = time.monotonic() + 10
         again = launcher.demo_state(log_root)
+        while again is not None and not again.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+            again = launcher.demo_state(log_root)
         assert again is not None and again.running and again.pid == state.pid
         assert launcher.stop_demo(log_root)
         deadline = time.monotonic() + 10
