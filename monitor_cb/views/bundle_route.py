@@ -83,6 +83,18 @@ def accepts_gzip(scope: Scope) -> bool:
             continue
         for item in bytes(value).decode("latin-1").lower().split(","):
             coding, _, params = item.strip().partition(";")
-            if coding.strip() in ("gzip", "*") and params.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000"):
+            if coding.strip() in ("gzip", "*") and _quality(params) > 0:
                 return True
     return False
+
+
+def _quality(params: str) -> float:
+    """The ``q`` of an ``Accept-Encoding`` item's parameters (1 when absent, 0 when unreadable)."""
+    for param in params.split(";"):
+        name, _, value = param.strip().partition("=")
+        if name.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0
+    return 1.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 
 from monitor_cb.views import bundle_route
 from monitor_cb.views.bundle_route import ServeBundle, accepts_gzip, served_path
+from tests.views.helpers import asgi_request
 
 BODY = b"window.Plotly = {};" * 1000
 URL = "_monitor/test-bundle.js"  # not the real path: a served path is remembered per process
@@ -23,17 +23,9 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 def _request(
     path: str, method: str = "GET", body: bytes | None = BODY, base: str = "", encoding: bytes | None = None
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     headers = [] if encoding is None else [(b"accept-encoding", encoding)]
     scope = {"type": "http", "method": method, "path": path, "headers": headers}
-    asyncio.run(ServeBundle(_app, body, URL, lambda: base)(scope, receive, send))
+    sent = asgi_request(ServeBundle(_app, body, URL, lambda: base), scope)
     return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
 
 

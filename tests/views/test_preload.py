@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from monitor_cb.views.preload import HTML_CAP, ModulePreload, chunk_hrefs, with_preloads
+from tests.views.helpers import asgi_request
 
 PAGE = b'<html><head>\n<script type="module" src="./static/js/index.abc.js"></script>\n</head><body></body></html>'
 HREF = "./static/js/PlotlyChart.D9Z0_fxz.js"
@@ -31,16 +31,8 @@ class App:
 
 def _get(app: Any, method: str = "GET") -> tuple[dict[str, Any], bytes]:
     """Drive one request through ``ModulePreload(app)``: the response's start message and whole body."""
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     scope = {"type": "http", "method": method, "path": "/", "headers": []}
-    asyncio.run(ModulePreload(app, [HREF])(scope, receive, send))
+    sent = asgi_request(ModulePreload(app, [HREF]), scope)
     assert sent[-1].get("more_body", False) is False  # the response is ended
     return sent[0], b"".join(m.get("body", b"") for m in sent[1:])
 

@@ -6,10 +6,10 @@ Chromium) is tested in ``tests/browser/test_token_server.py``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from monitor_cb.views.tokenguard import TokenGuard, resolve_token, token_url
+from tests.views.helpers import asgi_request
 
 TOKEN = "s3cret-Token_42"
 
@@ -31,17 +31,9 @@ def drive(
     guard: TokenGuard, path: str = "/", query: str = "", headers: list[tuple[bytes, bytes]] | None = None, **scope: Any
 ) -> tuple[int, dict[bytes, bytes], bytes]:
     """One request through the guard: (status, headers, body); a WebSocket refusal is status 403."""
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     full = {"type": "http", "method": "GET", "path": path, "query_string": query.encode(), "server": ("h", 8501)}
     full.update(headers=headers or [], **scope)
-    asyncio.run(guard(full, receive, send))
+    sent = asgi_request(guard, full)
     if full["type"] == "websocket":
         return (403 if sent == [{"type": "websocket.close", "code": 1008}] else 101), {}, b""
     start, body = sent[0], sent[1]
