@@ -107,6 +107,18 @@ def live_shared(root: str) -> Any:
     return _live_shared(root)
 
 
+COMPARE_VIEWS = 8  # compare views kept: a 20-run view's figures are a few MB, its x values are not kept
+
+
+@st.cache_resource(show_spinner=False)
+def compare_views(root: str) -> Any:
+    """The compare page's views for every viewer (one per log root and server process), by the runs' data
+    versions and the page's settings: reopening a comparison does not build it again."""
+    from monitor_cb.ingest.viewer_work import SharedResults
+
+    return SharedResults(COMPARE_VIEWS)
+
+
 def get_store(root: str) -> Any:
     """One RunStore per log root and server process; it polls files incrementally and is thread-safe."""
     try:

@@ -18,6 +18,7 @@ import datetime as dt
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import streamlit as st
@@ -28,7 +29,7 @@ from monitor_cb.charts.side import shared_x_blanks
 from monitor_cb.compare.align import ALIGNMENTS, DEFAULT_ALIGNMENT, align_runs
 from monitor_cb.compare.grouping import group_keys
 from monitor_cb.compare.rundata import RunData, default_metrics, metric_options
-from monitor_cb.compare.summary_table import default_eval_metric
+from monitor_cb.compare.summary_table import default_eval_metric, summary_table
 from monitor_cb.views import runfilter
 from monitor_cb.views.compare_session import (
     DEFAULT_POINTS,
@@ -67,7 +68,6 @@ K_LOG, K_POINTS, K_RANGE, K_HIDDEN, K_ALL_KEYS, K_EVAL = (
     "cmp_all_keys",
     "cmp_eval",
 )
-K_CACHE = "cmp_view_cache"
 K_COLORS, K_GROUP, K_SHARED_Y = "cmp_colors", "cmp_group", "cmp_shared_y"
 K_RUNS_URL, K_GROUP_URL = "cmp_runs_url", "cmp_group_url"  # what this page last wrote into the URL
 # Shared x (side by side): the toggle, the user's explicit choice (absent = automatic), the x the panels last got.
@@ -391,16 +391,19 @@ def show_summary(result: CompareView) -> None:
 def _cached_view(
     data: Sequence[RunData], settings: CompareSettings, side_by_side: bool, eval_metric: str | None
 ) -> CompareView:
-    """The view, rebuilt only when a run logged something new or a setting changed."""
+    """The view, built once for every viewer of these runs' data versions with these settings and colours
+    (a reopened page, a second viewer, a refresh with nothing new: no rebuild), its summary made now
+    (a running run's duration grows while its data stays as it was)."""
     colors = st.session_state.setdefault(K_COLORS, {})
     key = (tuple(run_key(d) for d in data), repr(settings), side_by_side, eval_metric, tuple(sorted(colors.items())))
-    cache = st.session_state.setdefault(K_CACHE, {})
-    if cache.get("key") != key:
-        result = build_view(data, settings, side_by_side, eval_metric, colors=colors)
-        colors.update(result.colors)  # sticky: a run keeps its colour when others are added or removed
-        key = (*key[:-1], tuple(sorted(colors.items())))
-        cache.update(key=key, view=result)
-    return cache["view"]
+    views = _shared.compare_views(str(_shared.log_root()))
+    result = views.get(key, lambda: build_view(data, settings, side_by_side, eval_metric, colors=colors))
+    if any(c not in colors for c in result.colors):  # sticky: a run keeps its colour when others come or go
+        colors.update(result.colors)
+        views.put((*key[:-1], tuple(sorted(colors.items()))), result)  # this session's next refresh finds it
+    if any(d.status in ACTIVE_STATUSES for d in data):
+        result = replace(result, summary=summary_table(data, eval_metric))
+    return result
 
 
 def _apply_events(data: Sequence[RunData]) -> bool:
@@ -526,7 +529,7 @@ def show_charts(result: CompareView, data: Sequence[RunData], settings: CompareS
         side_notes(result, settings)
         show_side_by_side(result, data)
         return
-    aligned = [d for d in data if d.id in result.aligned.x]
+    aligned = [d for d in data if d.id in result.aligned.drawn]
     hidden = [d for d in aligned if d.id in settings.hidden]
     if hidden and not settings.group_by:
         capped = ", or raise Runs drawn (above)" if st.session_state.get(K_CAP_HID) else ""

@@ -385,3 +385,22 @@ def test_the_report_uses_the_colours_the_page_gave() -> None:
     html = report_html(runs, CompareSettings(metrics=("loss",)), colors=view.colors)
     for rid, color in view.colors.items():
         assert f'"legendgroup":"{rid}","line":{{"color":"{color}"' in html.replace(": ", ":").replace(", ", ",")
+
+
+def test_a_view_keeps_which_runs_were_drawn_not_their_x_values() -> None:
+    """A view is kept for every viewer (issue 35): it must not hold a copy of each run's x per row."""
+    from dataclasses import fields
+
+    from monitor_cb.views.compare_session import build_view
+
+    on_dates = [frame(np.arange(1, 50), np.linspace(3, 1, 49), t0=1_700_000_000.0) for _ in range(2)]
+    runs = [RunData(rid, rid, f) for rid, f in zip(("b", "a"), on_dates, strict=True)]
+    runs.append(RunData("no-t", "no-t", frame(np.arange(1, 50), np.linspace(3, 1, 49)).drop(columns=["t"])))
+    view = build_view(runs, CompareSettings(metrics=("loss",), alignment="wall"))
+    assert view.aligned.drawn == ("b", "a") and view.aligned.skipped == ("no-t",)
+    assert view.aligned.title and "no-t" in view.aligned.why
+    for f in fields(view.aligned):  # words only: names, titles, reasons
+        v = getattr(view.aligned, f.name)
+        items = list(v.items()) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else [v]
+        flat = [w for item in items for w in (item if isinstance(item, tuple) else (item,))]
+        assert all(isinstance(w, str | bool) for w in flat), (f.name, v)

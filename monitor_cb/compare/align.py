@@ -63,6 +63,23 @@ class Alignment:
     is_datetime: bool
     why: Mapping[str, str] = field(default_factory=dict, compare=False)
 
+    def described(self) -> AlignmentInfo:
+        """What a page reads of the alignment once the figures are made, without the runs' x values."""
+        return AlignmentInfo(self.kind, tuple(self.x), self.skipped, self.title, self.is_datetime, dict(self.why))
+
+
+@dataclass(frozen=True)
+class AlignmentInfo:
+    """An :class:`Alignment` without its x values (a view kept for every viewer holds no per-row arrays):
+    the runs drawn, the runs skipped and why, and the axis' title and kind."""
+
+    kind: str
+    drawn: tuple[str, ...]
+    skipped: tuple[str, ...]
+    title: str
+    is_datetime: bool
+    why: Mapping[str, str] = field(default_factory=dict, compare=False)
+
 
 # Wall time needs dates: a ``t`` below this (1 Jan 2000 UTC) counts seconds from the run's start
 # (LLaMA-Factory's elapsed_time, a script's own timer), and on a date axis it would sit in January 1970.

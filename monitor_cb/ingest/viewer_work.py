@@ -64,6 +64,14 @@ class SharedResults:
                 self._running.pop(key, None)
             running.set()
 
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` for ``key`` too (the same result reached by another key)."""
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.max_entries:
+                self._values.popitem(last=False)
+
     def peek(self, key: Hashable) -> Any:
         with self._lock:
             return self._values.get(key)

@@ -23,7 +23,7 @@ from monitor_cb.charts.group_traces import group_figures
 from monitor_cb.charts.options import ChartOptions
 from monitor_cb.charts.overlay import overlay_figures
 from monitor_cb.charts.side import side_view
-from monitor_cb.compare.align import Alignment, align_runs
+from monitor_cb.compare.align import Alignment, AlignmentInfo, align_runs
 from monitor_cb.compare.colors import view_colors
 from monitor_cb.compare.configdiff import config_diff, empty_diff_note, run_config
 from monitor_cb.compare.grouping import group_label, group_runs
@@ -92,7 +92,7 @@ class CompareView:
 
     figures: dict[str, go.Figure]  # overlay: metric -> figure
     side: dict[str, list[go.Figure]]  # side by side: run id -> one panel per chosen metric
-    aligned: Alignment
+    aligned: AlignmentInfo  # (not the x values: a view is kept for every viewer of these runs)
     summary: pd.DataFrame
     x_bounds: tuple[Any, Any] | None = None
     colors: dict[str, str] = field(default_factory=dict)  # run id (and group label) -> colour
@@ -159,7 +159,7 @@ def build_view(
     else:
         figures = overlay_figures(runs, aligned, settings.metrics, options, settings.hidden, colors=given)
     summary = summary_table(runs, eval_metric, now)
-    return CompareView(figures, side, aligned, summary, bounds, given, side_x, side_y)
+    return CompareView(figures, side, aligned.described(), summary, bounds, given, side_x, side_y)
 
 
 def _groups(runs: Sequence[RunData], key: str | None) -> dict[str, tuple[str, ...]]:

@@ -164,3 +164,26 @@ def test_log_x_and_log_y_in_the_url_and_on_every_chart(sweep: list[str]) -> None
     at.radio(key="cmp_align").set_value("wall").run()
     assert_ok(at)
     assert at.toggle(key="cmp_log_x").disabled and all(f["layout"]["xaxis"]["type"] == "date" for f in charts(at))
+
+
+def test_a_reopened_comparison_is_not_built_again_and_new_data_is(sweep: list[str], log_root: Path) -> None:
+    """Issue 35: a second viewer (or the same page opened again) gets the view every viewer shares; a refresh with
+    nothing new builds nothing; a run that logged more is built once more."""
+    from pages import _shared
+
+    views = _shared.compare_views(str(_shared.log_root()))
+    before = views.computed
+    query = {"runs": sweep[:3], "metric": ["loss"]}
+    first = run_app(query)
+    assert_ok(first)
+    assert views.computed - before == 1
+    second = run_app(query)
+    assert_ok(second)
+    first.run()
+    assert views.computed - before == 1, "a reopen or a refresh with nothing new built the view again"
+    assert charts(second)[0] == charts(first)[0]
+    write_sweep_run(log_root, sweep[0], lr=1e-4, seed=0, steps=90, t0=1_700_000_000.0)
+    first.run()
+    assert views.computed - before == 2
+    drawn = [max(values(t["x"])) for t in charts(first)[0]["data"] if t.get("legendgroup") == sweep[0] and "x" in t]
+    assert drawn and max(drawn) >= 89, drawn

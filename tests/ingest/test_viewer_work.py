@@ -42,6 +42,15 @@ def test_bounded_and_a_failure_is_retried() -> None:
     assert shared.get("bad", lambda: "ok") == "ok"
 
 
+def test_a_result_kept_under_a_second_key_is_found_there_and_bounded() -> None:
+    shared = SharedResults(max_entries=2)
+    value = shared.get("first", lambda: object())
+    shared.put("second", value)
+    assert shared.get("second", lambda: "rebuilt") is value and shared.computed == 1
+    shared.put("third", 3)
+    assert len(shared) == 2 and shared.peek("first") is None
+
+
 def test_background_computes_the_newest_version_and_never_blocks() -> None:
     background = Background()
     gate, running = threading.Event(), threading.Event()
