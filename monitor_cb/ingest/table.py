@@ -334,7 +334,7 @@ class RankTable:
         n = state.n
         self._cap = n
         self._step, self._seg = state.step, state.seg
-        self._rank = np.full(n, state.rank, np.int64)
+        self._rank = np.broadcast_to(np.int64(state.rank), (n,))  # one value, no buffer (read-only, like the rest)
         self._t = _Column(state.t[0], state.t[1])
         self.floats = {name: _Column(v, lg) for name, (v, lg) in state.floats.items()}
         self.texts = {name: _Column(v, lg) for name, (v, lg) in state.texts.items()}

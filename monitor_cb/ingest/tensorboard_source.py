@@ -285,7 +285,7 @@ class TensorBoardGroup:
                 saved = json.loads(header.kinds.get(_STATE_KEY, "null"))
                 usable = isinstance(saved, dict) and saved.get("offset") == header.fingerprint.offset
                 usable = usable and header.rank == rank and _still_holds(path, header.fingerprint, self.path)
-                table = TieredTable.from_cache(cached, lazy=False) if usable else None
+                table = TieredTable.from_cache(cached) if usable else None
             except Exception as exc:  # noqa: BLE001 - a damaged cache file costs a full read, nothing more
                 self.cache.last_error = f"{cached.path}: {str(exc)[:200]}"
                 continue

@@ -287,6 +287,40 @@ def test_a_finished_run_is_read_from_the_cache_without_a_copy(tmp_path: Path) ->
     assert frame["step"].iloc[-1] == 3 * OVERLAY
 
 
+def _reopened(path: Path, cache: ColumnarCache) -> tuple[MetricsSource, int]:
+    """A new source over the cached file, read; and the bytes Arrow allocated meanwhile (copies of columns)."""
+    import pyarrow as pa
+
+    again = MetricsSource(path, cache=cache)
+    before = pa.total_allocated_bytes()
+    again.poll()
+    again.frame_and_masks()
+    return again, pa.total_allocated_bytes() - before
+
+
+def test_mapped_rows_are_views_of_the_file_unless_others_can_write_it(tmp_path: Path) -> None:
+    """Issue 35: 20 runs x 1M steps held every cached column twice (Arrow's combine_chunks copies even one
+    chunk): 1.1 GB of heap for rows already in the page cache. But a mapped file truncated in place kills the
+    reader (SIGBUS), so a cache file another user could write is copied. The rank column is one value."""
+    path = tmp_path / "metrics.jsonl"
+    rows = 20 * OVERLAY
+    path.write_bytes(run_lines(1, rows))
+    cache = cache_at(tmp_path, tmp_path)
+    MetricsSource(path, cache=cache).poll()
+    cached = cache.open(path, 0)
+    assert cached is not None and cached.mapped
+    mapped, mapped_copies = _reopened(path, cache)
+    os.chmod(cached.path, 0o664)
+    copied, copies = _reopened(path, cache)
+    assert mapped.cache_hit and copied.cache_hit
+    numbers = 8 * rows * 8  # step, seg, t and the five float metrics (texts become objects either way)
+    assert copies - mapped_copies >= numbers, (mapped_copies, copies)
+    for source in (mapped, copied):
+        _, frame, _ = source.frame_and_masks()
+        assert frame["rank"].to_numpy().strides == (0,) and (frame["rank"] == 0).all()
+        assert_same(source, path)
+
+
 def test_a_key_turning_numeric_after_the_cache_is_read_again(tmp_path: Path) -> None:
     """Text values of a key went into the cache; the key turns numeric in the tail: the file is read again."""
     path = tmp_path / "metrics.jsonl"

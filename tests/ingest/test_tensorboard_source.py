@@ -118,6 +118,38 @@ def test_a_cached_run_is_read_from_its_cache_not_peeked(tmp_path: Path) -> None:
     assert group is not None and group.cache_hits == 1 and group.listed is None and info.n_records == STEPS
 
 
+def test_a_cached_run_is_listed_without_its_rows_and_read_without_a_copy(tmp_path: Path) -> None:
+    """Issue 35: listing 20 cached runs of 1M steps copied every row into memory (1.4 GB) before any page
+    asked for one; now the rows stay in the mapped cache file and a read of a finished run copies none."""
+    import pyarrow as pa
+    from pandas.testing import assert_frame_equal
+    from tensorboardX import SummaryWriter
+
+    from monitor_cb.ingest.tiered import OVERLAY
+
+    steps = 3 * OVERLAY
+    writer = SummaryWriter(str(tmp_path / "logs" / "tb"))
+    for step in range(1, steps + 1):
+        writer.add_scalar("loss", 2.0 / step, step)
+        writer.add_scalar("grad-norm", 1.0 + step % 7, step)
+    writer.close()
+    first = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
+    first.cache.min_bytes = 1
+    first.list_runs()
+    decoded = first.read("tb").frame
+    first.cache.wait()
+    second = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
+    (info,) = second.list_runs()
+    group = second._runs["tb"].tensorboard
+    assert group is not None and group.cache_hits == 1 and info.n_records == steps
+    (source,) = second._runs["tb"].sources.values()
+    assert source.table.lazy, "the listing loaded the rows"
+    before = pa.total_allocated_bytes()
+    frame = second.read("tb").frame
+    assert pa.total_allocated_bytes() - before < 8 * steps, "the read copied a column out of the mapping"
+    assert_frame_equal(frame, decoded, check_dtype=True)
+
+
 def test_a_rank_with_two_files_is_decoded(tmp_path: Path) -> None:
     run = tmp_path / "logs" / "tb"
     for writer in write_ranks(run, ranks=(0,)).values():
