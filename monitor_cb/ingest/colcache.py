@@ -1,15 +1,16 @@
 """The columnar cache: the rows of a metrics file's settled prefix, kept as an Arrow IPC file.
 
 The JSONL file stays the source of truth. What was parsed from its first ``offset`` bytes (a
-:class:`~monitor_cb.ingest.table.TableState`: one row per step, the rows resumed segments replaced,
-what the next append depends on) is written once to ``<cache dir>/<file path under the root>.arrow``
-with the bytes it came from described in the file's schema metadata: the offset, the first and the
-last 4 KiB before it, a hash of 16 blocks spread over the prefix, and (informational) inode, size and
-mtime. Reopening the run maps that file (uncompressed Arrow IPC: columns are read straight from the
-page cache, no parsing) and reads only the bytes after ``offset`` from the JSONL; before the rows are
-used, the bytes are compared again (:meth:`monitor_cb.ingest.tail.FileTail.resume`), so a file
-truncated, replaced or rewritten in the middle is read from scratch, and a cache file that is missing,
-unreadable, of another version or for another rank only costs the time of a full parse.
+:class:`~monitor_cb.ingest.table.TableState`: one row per step, the rows resumed segments replaced, what the
+next append depends on) is written once to ``<cache dir>/<file path under the root>.arrow`` (``tfevents`` in a
+name spelled ``tf-events``: TensorBoard reads any file so named) with the bytes it came from described in the
+file's schema metadata: the offset, the first and the last 4 KiB before it, a hash of 16 blocks spread over
+the prefix, and (informational) inode, size and mtime. Reopening the run maps that file (uncompressed Arrow
+IPC: columns are read straight from the page cache, no parsing) and reads only the bytes after ``offset`` from
+the JSONL; before the rows are used, the bytes are compared again
+(:meth:`monitor_cb.ingest.tail.FileTail.resume`), so a file truncated, replaced or rewritten in the middle is
+read from scratch, and a cache file that is missing, unreadable, of another version or for another rank only
+costs the time of a full parse.
 
 Files are replaced atomically (a temporary file in the same folder, then ``os.replace``), so
 two servers writing the same cache never leave a half-written file, and a reader that mapped the old
@@ -240,6 +241,13 @@ class CachedRows:
         return _state_of(table, self.header, columns, copy=not self.mapped)
 
 
+def cache_name(name: str) -> str:
+    """A cache file's name for a metrics file named ``name``. An event file's name holds ``tfevents``, which is
+    how TensorBoard (and its Rust data server) finds event files: kept as it is, ``tensorboard --logdir`` on the
+    same root took every cache file for a run and logged a CRC error for each, on every reload."""
+    return name.replace("tfevents", "tf-events") + SUFFIX
+
+
 def may_map(fd: int) -> bool:
     """Whether a cache file's rows may stay views of its mapping for as long as they are used, rather than be
     copied into memory when read (1M rows x 10 columns: about 50 MB a rank kept in the page cache, shared
@@ -355,7 +363,7 @@ class ColumnarCache:
         if not rel.parts or any(part in ("", ".", "..") for part in rel.parts):
             return None
         directory = (place or self.places[min(self._current, len(self.places) - 1)]).directory
-        return directory.joinpath(*rel.parts[:-1], rel.parts[-1] + SUFFIX)
+        return directory.joinpath(*rel.parts[:-1], cache_name(rel.parts[-1]))
 
     def open(self, source: PurePath, rank: int) -> CachedRows | None:
         """The cache file of ``source``, opened, its header read and its rows checked against it
@@ -418,6 +426,10 @@ class ColumnarCache:
             error = _write_atomic(path, place.boundary, state, header)
             if error is None:
                 self.writes += 1
+                legacy = path.with_name(PurePath(str(source)).name + SUFFIX)
+                if legacy != path:  # the name an earlier version gave it (TensorBoard reads that one)
+                    with contextlib.suppress(OSError):
+                        legacy.unlink()
                 return True
             self.last_error = f"{path}: {error[:200]}"
             if not error.startswith("unwritable"):

@@ -196,3 +196,31 @@ def test_the_run_asked_for_is_the_only_one_decoded(tmp_path: Path) -> None:
     assert groups["b"].listed is None and groups["b"]._reader.n_events > 0
     assert {info.id: info.n_records for info in store.list_runs()} == {"a": STEPS, "b": STEPS}
     assert groups["a"]._reader is None, "listing again leaves it so"
+
+
+def test_tensorboard_on_the_same_root_does_not_take_cache_files_for_runs(tmp_path: Path) -> None:
+    """A cache file named after its event file held ``tfevents``: TensorBoard listed every one as a run and
+    logged a CRC error for each on every reload. A cache file under the old name is removed when rewritten."""
+    from tensorboard.backend.event_processing import io_wrapper
+    from tensorboardX import SummaryWriter
+
+    root = tmp_path / "logs"
+    writer = SummaryWriter(str(root / "tb"))
+    for step in range(1, 200):
+        writer.add_scalar("loss", 2.0 / step, step)
+    writer.close()
+    (event_file,) = (root / "tb").iterdir()
+    legacy = root / ".monitor" / "cache" / "tb" / (event_file.name + ".arrow")
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(b"an earlier version's cache file")
+    store = RunStore(root, rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
+    store.cache.min_bytes = 1
+    store.list_runs()
+    assert store.read("tb").frame["step"].iloc[-1] == 199
+    store.cache.wait()
+    written = [p for p in (root / ".monitor").rglob("*") if p.is_file()]
+    assert written and not legacy.exists()
+    assert not [p for p in written if io_wrapper.IsSummaryEventsFile(str(p))], written
+    again = RunStore(root, rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
+    again.list_runs()
+    assert again._runs["tb"].tensorboard.cache_hits == 1
