@@ -150,6 +150,36 @@ def test_a_cached_run_is_listed_without_its_rows_and_read_without_a_copy(tmp_pat
     assert_frame_equal(frame, decoded, check_dtype=True)
 
 
+def test_decoded_rows_leave_the_heap_once_their_cache_is_written(tmp_path: Path) -> None:
+    """Issue 35: 20 runs of 1M steps read with no cache kept 1.5 GB of decoded rows until the server stopped;
+    once a rank's cache file is written its rows are the file's (as for JSONL files), and the run reads the
+    same, new events included."""
+    from pandas.testing import assert_frame_equal
+    from tensorboardX import SummaryWriter
+
+    from monitor_cb.ingest.tiered import OVERLAY
+
+    steps = 3 * OVERLAY
+    writer = SummaryWriter(str(tmp_path / "logs" / "tb"), flush_secs=3600)
+    for step in range(1, steps + 1):
+        writer.add_scalar("loss", 2.0 / step, step)
+    writer.flush()
+    store = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
+    store.cache.min_bytes = 1
+    store.list_runs()
+    decoded = store.read("tb").frame
+    store.cache.wait()
+    (source,) = store._runs["tb"].sources.values()
+    assert getattr(source.table, "lazy", False), "the decoded rows are still in the heap"
+    assert_frame_equal(store.read("tb").frame, decoded)
+    for step in range(steps + 1, steps + 11):
+        writer.add_scalar("loss", 2.0 / step, step)
+    writer.close()
+    frame = store.read("tb").frame
+    assert frame["step"].iloc[-1] == steps + 10 and len(frame) == steps + 10
+    assert_frame_equal(frame.head(len(decoded)), decoded)  # (the flush may have left the last few queued)
+
+
 def test_a_rank_with_two_files_is_decoded(tmp_path: Path) -> None:
     run = tmp_path / "logs" / "tb"
     for writer in write_ranks(run, ranks=(0,)).values():
