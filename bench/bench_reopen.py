@@ -1,7 +1,7 @@
 """Benchmark: issue 35's four cases against ``tensorboard --logdir`` and a one-chart Streamlit floor, in one run.
 
 Usage: ``.venv/bin/python bench/bench_reopen.py [--quick] [--steps N] [--runs R] [--run-steps M] [--rounds K]
-[--data DIR] [--no-cold]``
+[--data DIR] [--no-cold] [--copies]``
 
 Cases (each contender's servers already running and warmed by one visit, unless said otherwise):
 
@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_tensorboard import (  # noqa: E402 - the bench directory is put on the path just above
     FLOOR_APP,
+    MARKER,
     RUN,
     _answers,
     clear_cache,
@@ -142,7 +143,7 @@ def open_once(context: Any, who: Contender) -> Visit:
         page.on("response", on_response)
     started = time.monotonic()
     page.goto(who.url, wait_until="domcontentloaded")
-    deadline = started + float(__import__("os").environ.get("BENCH_DEADLINE", "300"))
+    deadline = started + 300
     while True:
         page.wait_for_timeout(20)  # lets Playwright deliver the page's events
         if who.tensorboard:
@@ -188,6 +189,48 @@ def tensorboard_server(root: Path, log: Path) -> Any:
         proc.wait()
 
 
+def wait_tensorboard_loaded(url: str, wanted: dict[str, int], timeout: float = 900) -> float:
+    """Seconds until TensorBoard's scalars API has every run's last step (a page opened before that shows a
+    partial run and, here, did not reach the last step within minutes): its servers start warm, as ours do."""
+    import urllib.request
+
+    started = time.monotonic()
+
+    def last(run: str) -> int | None:
+        with (
+            contextlib.suppress(Exception),
+            urllib.request.urlopen(f"{url}/data/plugin/scalars/scalars?run={run}&tag=loss", timeout=30) as answer,
+        ):
+            return int(json.load(answer)[-1][1])
+        return None
+
+    while not all(last(run) == step for run, step in wanted.items()):
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"TensorBoard did not load {len(wanted)} runs in {timeout:.0f} s")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def server_memory(url: str) -> str:
+    """Resident memory of the server answering ``url`` and its children (TensorBoard's Rust data server):
+    the heap (anonymous pages) and the mapped files (page cache, shared and given back under pressure)."""
+    import psutil
+
+    port = url.rsplit(":", 1)[1]
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if port in cmdline and any("streamlit" in a or "tensorboard" in a for a in cmdline):
+            anon = files = 0
+            for member in [proc, *proc.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error, OSError), open(f"/proc/{member.pid}/status") as status:
+                    fields = dict(line.split(":", 1) for line in status if ":" in line)
+                    anon += int(fields["RssAnon"].split()[0]) * 1024
+                    files += int(fields["RssFile"].split()[0]) * 1024
+            heap, mapped = f"{anon / 1e6:,.0f} MB heap", f"{files / 1e6:,.0f} MB mapped files"
+            return f"{(anon + files) / 1e6:,.0f} MB resident ({heap}, {mapped})"
+    return "-"
+
+
 def summary(visits: list[Visit]) -> str:
     """Medians of one contender's visits in one case, and each visit's seconds."""
     med = statistics.median
@@ -202,7 +245,9 @@ def summary(visits: list[Visit]) -> str:
     )
 
 
-def run_case(case: str, contenders: list[Contender], rounds: int, fresh: bool, browser: Any) -> None:
+def run_case(
+    case: str, contenders: list[Contender], rounds: int, fresh: bool, browser: Any, memory: bool = False
+) -> None:
     """``rounds`` visits of each contender in turn; a warm-up visit first (its server's first session)."""
     kept = {who.name: browser.new_context(viewport={"width": 1500, "height": 1300}) for who in contenders}
     try:
@@ -225,6 +270,8 @@ def run_case(case: str, contenders: list[Contender], rounds: int, fresh: bool, b
     print(f"\n{case} ({load()}):")
     for who in contenders:
         print(f"  {who.name:<22} {summary(who.visits[case])}")
+        if memory:
+            print(f"  {'':<22} server after the case: {server_memory(who.url.split('/?')[0].split('/compare')[0])}")
     base = statistics.median(v.seconds for v in contenders[0].visits[case])
     ratios = ", ".join(
         f"{who.name} {statistics.median(v.seconds for v in who.visits[case]) / base:.2f}x" for who in contenders[1:]
@@ -241,6 +288,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None, help="visits of each contender per case (5; quick 3)")
     parser.add_argument("--data", type=Path, default=None, help="keep the event files here between runs")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold start case")
+    parser.add_argument(
+        "--copies", action="store_true", help="the many runs are copies of one written run (quick to make at 1M steps)"
+    )
     args = parser.parse_args()
     steps = args.steps or (50_000 if args.quick else 1_000_000)
     run_steps = args.run_steps or (2_000 if args.quick else 50_000)
@@ -256,8 +306,14 @@ def main() -> int:
     started = time.perf_counter()
     write_events(root / RUN, steps)
     names = [f"run{i:02d}" for i in range(args.runs)]
-    for name in names:
-        write_events(many / name, run_steps)
+    for i, name in enumerate(names):
+        if args.copies and i:
+            marker = many / name / MARKER
+            if not marker.exists() or marker.read_text() != (many / names[0] / MARKER).read_text():
+                shutil.rmtree(many / name, ignore_errors=True)
+                shutil.copytree(many / names[0], many / name)
+        else:
+            write_events(many / name, run_steps)
     took = time.perf_counter() - started
     print(f"data: one run of {steps:,} steps, {args.runs} runs of {run_steps:,} ({took:.0f} s)")
     print(f"load before: {load()}")
@@ -268,6 +324,8 @@ def main() -> int:
             ours_one = stack.enter_context(streamlit_server(root, logs / "ours-one.log"))
             ours_many = stack.enter_context(streamlit_server(many, logs / "ours-many.log"))
             floor = stack.enter_context(streamlit_server(root, logs / "floor.log", script=FLOOR_APP))
+            waited = wait_tensorboard_loaded(tb_many, dict.fromkeys(names, run_steps))
+            print(f"TensorBoard had loaded the {args.runs} runs {waited:.1f} s after the servers were up")
             pw = stack.enter_context(sync_playwright())
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             stack.callback(browser.close)
@@ -292,6 +350,7 @@ def main() -> int:
                 rounds,
                 True,
                 browser,
+                memory=True,
             )
         if not args.no_cold:
             tb, ours = [], []
