@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor_cb.ingest.heap import release_free_memory
 from monitor_cb.ingest.lines import DEFAULT_LINE_CAP, BadLine
 from monitor_cb.ingest.parse import BULK_MIN_BYTES, ChunkParser
 from monitor_cb.ingest.status import GrowthWatch, usual_interval
@@ -334,6 +335,7 @@ class MetricsSource(TableSource):
         partial_count = self.partial_count
 
         def write() -> None:
+            nonlocal state, table
             header = CacheHeader(
                 fingerprint=fingerprint,
                 rank=state.rank,
@@ -356,8 +358,11 @@ class MetricsSource(TableSource):
             if cached is None or cached.header.fingerprint != fingerprint:
                 return
             with self.lock:
-                if self.table is table and table.version == version and not table.lazy:
-                    self.table = TieredTable.from_cache(cached, lazy=True)
+                if self.table is not table or table.version != version or table.lazy:
+                    return
+                self.table = TieredTable.from_cache(cached, lazy=True)
+            state = table = None  # type: ignore[assignment]  # this job's hold on the rows, before the trim
+            release_free_memory()  # glibc keeps the rows just dropped otherwise
 
         return write
 

@@ -157,6 +157,7 @@ def test_decoded_rows_leave_the_heap_once_their_cache_is_written(tmp_path: Path)
     from pandas.testing import assert_frame_equal
     from tensorboardX import SummaryWriter
 
+    from monitor_cb.ingest import heap
     from monitor_cb.ingest.tiered import OVERLAY
 
     steps = 3 * OVERLAY
@@ -167,10 +168,12 @@ def test_decoded_rows_leave_the_heap_once_their_cache_is_written(tmp_path: Path)
     store = RunStore(tmp_path / "logs", rescan_interval_s=0, cache=True, peek_min_bytes=PEEK)
     store.cache.min_bytes = 1
     store.list_runs()
+    trims = heap.released
     decoded = store.read("tb").frame
     store.cache.wait()
     (source,) = store._runs["tb"].sources.values()
     assert getattr(source.table, "lazy", False), "the decoded rows are still in the heap"
+    assert heap.released > trims or not heap.release_free_memory(), "the freed rows were not given back"
     assert_frame_equal(store.read("tb").frame, decoded)
     for step in range(steps + 1, steps + 11):
         writer.add_scalar("loss", 2.0 / step, step)
