@@ -241,6 +241,27 @@ class CachedRows:
         return _state_of(table, self.header, columns, copy=not self.mapped)
 
 
+OPEN_FILES = 65536  # descriptors a process of the reading side asks for (at most the hard limit)
+
+
+def raise_open_files_limit(wanted: int = OPEN_FILES) -> None:
+    """Raise this process's soft limit on open files toward ``wanted`` (never above the hard limit).
+
+    Rows read from a cache file keep it open (they come from the inode that was checked): a root of a
+    hundred long runs of 8 ranks each holds 800 descriptors, and the usual soft limit of 1,024 would then
+    refuse the next file or connection.
+    """
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError):  # no such limit here (Windows), or not allowed: keep it
+        return
+
+
 def cache_name(name: str) -> str:
     """A cache file's name for a metrics file named ``name``. An event file's name holds ``tfevents``, which is
     how TensorBoard (and its Rust data server) finds event files: kept as it is, ``tensorboard --logdir`` on the
@@ -336,6 +357,7 @@ class ColumnarCache:
         self.refused: dict[str, str] = {}  # cache files not used, and why (shown as "skipped" notes)
         self._refused_lock = threading.Lock()
         self._current = 0
+        raise_open_files_limit()
 
     def wait(self, timeout: float = 60.0) -> bool:
         """Block until background writes are done (tests, benchmarks)."""

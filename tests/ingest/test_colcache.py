@@ -348,3 +348,23 @@ def test_a_temporary_file_left_by_a_stopped_server_is_removed(tmp_path: Path) ->
     os.utime(stale, (1, 1))
     MetricsSource(path, cache=cache).poll()
     assert not stale.exists() and fresh_tmp.exists() and target.exists()
+
+
+def test_a_store_with_a_cache_raises_a_low_open_files_limit(tmp_path: Path) -> None:
+    """Cached rows keep their file open: 100 runs of 8 ranks would pass a soft limit of 1,024."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))\n"
+        "from monitor_cb.ingest import RunStore\n"
+        "RunStore(sys.argv[1])\n"
+        "print(*resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    soft, hard = int(out[0]), int(out[1])
+    assert soft == (65536 if hard == -1 else min(65536, hard)), (soft, hard)
