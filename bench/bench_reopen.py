@@ -23,6 +23,11 @@ The breakdown of each reopen (medians): server script time (Streamlit's ``newSes
 cache, plus websocket frames), browser script time and layout+style time (Chromium's
 ``Performance.getMetrics`` ``ScriptDuration`` and ``LayoutDuration + RecalcStyleDuration`` of the tab).
 
+After the many-runs case, each server's resident memory (its process and children: TensorBoard's Rust data
+server): the heap (anonymous pages) and mapped files (page cache) apart. ``--copies`` makes the many runs copies
+of one written run (20 x 1M steps in seconds instead of an hour of tensorboardX); item 4 of issue 35 is
+``--copies --run-steps 1000000``.
+
 ``--quick``: a 50k-step run, 20 runs of 2k steps, 3 rounds (a few minutes on a quiet machine).
 The load (``uptime``) is printed with every figure; only the ratios of one run mean anything.
 """
