@@ -37,6 +37,7 @@ K_CURSOR, K_PLAYING, K_SPEED, K_JUMP, K_SUBJECT, K_FINDINGS = (
     "rp_subject",
     "rp_findings",
 )
+K_POSITION = "rp_position"  # where playback is: its own, not the slider's (see _replay_body)
 SOURCES = {"run": "A run under the log root", "upload": "Upload a JSONL file"}
 REPLAYABLE = ("finished", "failed", "stopped", "crashed", "ended")  # ended: a run that recorded no status
 SPEEDS = {"slow (1 s)": 1.0, "normal (0.5 s)": 0.5, "fast (0.25 s)": 0.25}
@@ -269,36 +270,54 @@ def play_controls() -> None:
     playing = bool(st.session_state.get(K_PLAYING))
     p1, p2, _ = st.columns([1, 2, 5], vertical_alignment="bottom")
     if playing:
-        p1.button("Pause", icon=":material/pause:", key="rp_pause", on_click=_set_playing, args=(False,))
+        p1.button("Pause", icon=":material/pause:", key="rp_pause", on_click=_pause)
     else:
         p1.button("Play", icon=":material/play_arrow:", key="rp_play", on_click=_start)
     p2.selectbox("Speed", list(SPEEDS), index=1, key=K_SPEED)
 
 
-def _set_playing(value: bool) -> None:
-    st.session_state[K_PLAYING] = value
-
-
 def _start() -> None:
     """Play from the start when the cursor is at the end, else from where it is."""
-    if st.session_state.get("rp_at_end"):
-        st.session_state[K_CURSOR] = st.session_state.get("rp_first_step", 0)
-    st.session_state[K_PLAYING] = True
+    state = st.session_state
+    if state.get("rp_at_end"):
+        state[K_CURSOR] = state.get("rp_first_step", 0)
+    state[K_POSITION] = state.get(K_CURSOR)
+    state[K_PLAYING] = True
+
+
+def _pause() -> None:
+    """Stop where playback is (the slider may not show its last tick yet)."""
+    state = st.session_state
+    state[K_PLAYING] = False
+    if state.get(K_POSITION) is not None:
+        state[K_CURSOR] = state[K_POSITION]
 
 
 # ----------------------------------------------------------------------------- the replay
 def _replay_body(subject: Subject, steps: np.ndarray) -> None:
     state = st.session_state
     first, last = int(steps[0]), int(steps[-1])
-    cursor = int(np.clip(int(state.get(K_CURSOR, last)), first, last))
-    if state.get(K_PLAYING):
+    playing = bool(state.get(K_PLAYING))
+    # Playing, the position is playback's own: every rerun the browser asks for carries the slider's value as it
+    # last saw it, and one asked for before a tick reached it (the moment Play was clicked, say) moved playback
+    # back to that value, the end included, which stopped it. The slider is disabled meanwhile.
+    held = state.get(K_POSITION) if playing else state.get(K_CURSOR)
+    cursor = int(np.clip(int(held if held is not None else last), first, last))
+    if playing:
         cursor = replay.next_cursor(steps, cursor)
         if cursor >= last:
             state[K_PLAYING] = False
-    state[K_CURSOR] = cursor  # before the slider is drawn: the slider shows the advanced cursor
+    state[K_CURSOR] = state[K_POSITION] = cursor  # before the slider is drawn: it shows the advanced cursor
     state["rp_first_step"], state["rp_at_end"] = first, cursor >= last
     if last > first:
-        st.slider("Step", min_value=first, max_value=last, key=K_CURSOR, help="The charts show the run up to here.")
+        st.slider(
+            "Step",
+            min_value=first,
+            max_value=last,
+            key=K_CURSOR,
+            disabled=bool(state.get(K_PLAYING)),
+            help="The charts show the run up to here (Pause to move it).",
+        )
     rows = replay.rows_until(subject.frame, cursor)
     show_position(subject, rows, cursor, last)
     fit_bulk = bool(state.get(K_FIT_BULK, True))

@@ -113,6 +113,31 @@ def test_play_advances_the_cursor_and_pause_stops(samples: Path) -> None:
     assert at.session_state["rp_playing"] is False
 
 
+def test_a_slider_value_sent_before_a_tick_arrived_does_not_move_playback(samples: Path) -> None:
+    """Every rerun the browser asks for carries the slider as it last saw it: one asked for as Play was clicked
+    carried the end of the run, and playback jumped there and stopped (a browser test saw Pause vanish)."""
+    at = run_app({"run": DIVERGED})
+    assert_ok(at)
+    end = at.slider(key="rp_cursor").max
+    at.button(key="rp_play").click().run()  # from the end: playback starts again from the first step
+    assert at.session_state["rp_playing"] is True
+    started = at.slider(key="rp_cursor").value
+    assert started < end and at.slider(key="rp_cursor").disabled, "playback owns the slider"
+    at.session_state["rp_cursor"] = end  # the stale value the browser sends (AppTest cannot move a disabled slider)
+    at.run()
+    assert_ok(at)
+    assert at.session_state["rp_playing"] is True, "playback stopped"
+    assert started < at.slider(key="rp_cursor").value < end, "playback moved on from its own position"
+    ticked = at.slider(key="rp_cursor").value
+    at.button(key="rp_pause").click().run()
+    assert at.session_state["rp_playing"] is False and not at.slider(key="rp_cursor").disabled
+    assert at.slider(key="rp_cursor").value == ticked, "paused where playback was"
+    at.slider(key="rp_cursor").set_value(40).run()  # paused, the slider is the user's again
+    assert at.slider(key="rp_cursor").value == 40
+    figs = charts(at)
+    assert figs and all(max_x(f) <= 40 for f in figs)
+
+
 def test_jump_to_first_nan_opens_a_full_resolution_window(samples: Path) -> None:
     at = run_app({"run": DIVERGED})
     jump = at.selectbox(key="rp_jump")
