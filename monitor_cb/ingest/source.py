@@ -53,6 +53,15 @@ class TableSource:
         self._interval: tuple[int, float | None] = (-1, None)
         self.growth = GrowthWatch()  # whether this process saw the file grow (status of runs without one)
 
+    def adopt_cache(self, table: Any, version: int, cached: Any) -> bool:
+        """Make the rows just written to ``cached`` this source's table, kept on disk until asked for, when the
+        table is still ``table`` at ``version`` with its rows in memory; True when it was swapped."""
+        with self.lock:
+            if self.table is not table or table.version != version or getattr(table, "lazy", False):
+                return False
+            self.table = TieredTable.from_cache(cached, lazy=True)  # type: ignore[assignment]
+            return True
+
     def poll(self) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -357,10 +366,8 @@ class MetricsSource(TableSource):
             cached = cache.open(self.path, state.rank)
             if cached is None or cached.header.fingerprint != fingerprint:
                 return
-            with self.lock:
-                if self.table is not table or table.version != version or table.lazy:
-                    return
-                self.table = TieredTable.from_cache(cached, lazy=True)
+            if not self.adopt_cache(table, version, cached):
+                return
             state = table = None  # type: ignore[assignment]  # this job's hold on the rows, before the trim
             release_free_memory()  # glibc keeps the rows just dropped otherwise
 

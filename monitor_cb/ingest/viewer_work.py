@@ -53,10 +53,7 @@ class SharedResults:
         try:
             value = compute()
             with self._lock:
-                self._values[key] = value
-                self._values.move_to_end(key)
-                while len(self._values) > self.max_entries:
-                    self._values.popitem(last=False)
+                self._keep(key, value)
                 self.computed += 1
             return value
         finally:
@@ -67,10 +64,13 @@ class SharedResults:
     def put(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` for ``key`` too (the same result reached by another key)."""
         with self._lock:
-            self._values[key] = value
-            self._values.move_to_end(key)
-            while len(self._values) > self.max_entries:
-                self._values.popitem(last=False)
+            self._keep(key, value)
+
+    def _keep(self, key: Hashable, value: Any) -> None:  # the lock held
+        self._values[key] = value
+        self._values.move_to_end(key)
+        while len(self._values) > self.max_entries:
+            self._values.popitem(last=False)
 
     def peek(self, key: Hashable) -> Any:
         with self._lock:
